@@ -1,0 +1,1 @@
+"""Data for the course: Multi30k, BPE tokenization, batching and synthetic toy tasks."""
