@@ -1,0 +1,60 @@
+# The Transformer, step by step. `make book` builds the book; `make test` runs every check.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+PY := $(BIN)/python
+STAMP := $(VENV)/.installed
+NOTEBOOKS := $(sort $(wildcard notebooks/[0-9][0-9]_*.ipynb))
+JOBS ?= 2
+# Each pytest-xdist worker gets one thread, so two workers share two cores without thrashing.
+WORKER_ENV := OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 MPLBACKEND=Agg
+LAB_FLAGS := $(if $(filter 0,$(shell id -u)),--allow-root,)
+
+.PHONY: book test lint unit nbval bookcheck execute lab assignments bench sync clean
+
+$(STAMP): requirements.txt pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -r requirements.txt
+	$(PY) -m pip install --quiet --no-deps -e .
+	touch $(STAMP)
+
+## book: create .venv if needed, install, build the HTML book from the stored outputs
+book: $(STAMP)
+	$(PY) scripts/chapter_map.py
+	$(BIN)/jupyter-book build . -W -n --keep-going
+	@echo "Book: $(abspath _build/html/index.html)"
+
+## test: ruff, unit tests, nbval over notebooks/, and the book build with warnings as errors
+test: lint unit nbval book
+
+lint: $(STAMP)
+	$(BIN)/ruff check src tests scripts benchmarks notebooks
+	$(PY) scripts/sync_notebooks.py --check
+
+unit: $(STAMP)
+	$(WORKER_ENV) $(PY) -m pytest tests -n $(JOBS) -q
+
+nbval: $(STAMP)
+	$(WORKER_ENV) $(PY) -m pytest --nbval notebooks -n $(JOBS) --dist loadscope \
+		--nbval-sanitize-with nbval_sanitize.cfg -q -p no:randomly
+
+## execute: re-run every notebook in place to refresh its stored outputs
+execute: $(STAMP)
+	$(PY) scripts/execute_notebooks.py $(NOTEBOOKS)
+
+## lab: open JupyterLab on the notebooks
+lab: $(STAMP)
+	$(BIN)/jupyter lab notebooks $(LAB_FLAGS)
+
+## assignments: student notebooks (solutions stripped, outputs cleared) in assignments/
+assignments: $(STAMP)
+	$(BIN)/transformer-book assignments --source notebooks --out assignments
+
+## sync: rewrite every notebook's Colab badge and setup cell from _config.yml
+sync: $(STAMP)
+	$(PY) scripts/sync_notebooks.py
+
+clean:
+	rm -rf _build assignments book/figures/generated

@@ -1,0 +1,47 @@
+"""Execute notebooks in place, refreshing their stored outputs, and report the time each took.
+
+    python scripts/execute_notebooks.py notebooks/*.ipynb
+
+Each notebook runs in a fresh kernel from its own folder; a notebook is written back only
+if it ran without error, through a temporary file, so a failure never leaves half a notebook.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+import nbformat
+from nbclient import NotebookClient
+
+from transformer_book.assignments import write_notebook_atomically
+
+
+def execute(path: Path, timeout: int = 1800) -> float:
+    notebook = nbformat.read(path, as_version=4)
+    started = time.perf_counter()
+    NotebookClient(
+        notebook, timeout=timeout, kernel_name="python3",
+        resources={"metadata": {"path": str(path.parent)}},
+    ).execute()
+    elapsed = time.perf_counter() - started
+    write_notebook_atomically(notebook, path)
+    return elapsed
+
+
+def main(paths: list[str]) -> int:
+    if not paths:
+        print("usage: execute_notebooks.py NOTEBOOK...", file=sys.stderr)
+        return 2
+    total = 0.0
+    for name in paths:
+        seconds = execute(Path(name))
+        total += seconds
+        print(f"{Path(name).name:<45} {seconds:7.1f} s", flush=True)
+    print(f"{'total':<45} {total:7.1f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,110 @@
+"""Student versions: solutions stripped, checks say "not attempted", valid nbformat."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+
+import nbformat
+import pytest
+from notebook_utils import NOTEBOOKS, check_cells, read, tags, text_output
+
+from transformer_book.assignments import (
+    BEGIN,
+    END,
+    MarkerError,
+    make_assignments,
+    make_student_notebook,
+    strip_solution,
+)
+from transformer_book.cli import main as cli_main
+
+
+@pytest.fixture(scope="module")
+def student_dir(tmp_path_factory):
+    out = tmp_path_factory.mktemp("assignments")
+    assert cli_main(["assignments", "--source", str(NOTEBOOKS[0].parent), "--out", str(out)]) == 0
+    return out
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_source_notebook_checks_pass(path):
+    notebook = read(path)
+    for index, exercise_id in check_cells(notebook):
+        output = text_output(notebook.cells[index])
+        assert f"✓ Exercise {exercise_id} passed" in output, f"{path.name} cell {index}: {output!r}"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_student_notebook_is_valid_and_stripped(path, student_dir):
+    student = nbformat.read(student_dir / path.name, as_version=4)
+    nbformat.validate(student)
+    for cell in student.cells:
+        assert "solution" not in tags(cell)
+        if cell.cell_type == "code":
+            assert BEGIN not in cell.source and END not in cell.source
+            assert cell.outputs == [] and cell.execution_count is None
+    source_solutions = sum(BEGIN in c.source for c in read(path).cells if c.cell_type == "code")
+    stubs = sum("raise NotImplementedError" in c.source for c in student.cells if c.cell_type == "code")
+    assert stubs >= source_solutions
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_student_checks_report_not_attempted(path, student_dir):
+    """Run the imports cell, the stubbed exercise cells and the check cells of the student version."""
+    student = nbformat.read(student_dir / path.name, as_version=4)
+    checks = check_cells(student)
+    stubbed = [
+        c.source for c in student.cells
+        if c.cell_type == "code" and 'NotImplementedError("Exercise' in c.source
+    ]
+    namespace: dict = {}
+    exec(student.cells[2].source, namespace)  # imports, set_seed, device
+    for source in stubbed:
+        exec(source, namespace)
+    for index, exercise_id in checks:
+        buffer = io.StringIO()
+        with contextlib.redirect_stdout(buffer):
+            exec(student.cells[index].source, namespace)
+        assert f"○ Exercise {exercise_id} not attempted" in buffer.getvalue(), buffer.getvalue()
+
+
+def test_strip_solution_keeps_indentation_and_names_the_exercise():
+    source = "def f(x):\n    ### BEGIN SOLUTION\n    return x\n    ### END SOLUTION\n"
+    assert strip_solution(source, "01.2", where="nb") == (
+        'def f(x):\n    raise NotImplementedError("Exercise 01.2: write your solution here")'
+    )
+
+
+@pytest.mark.parametrize(
+    ("source", "message"),
+    [
+        ("### BEGIN SOLUTION\nx = 1\n", "never closed"),
+        ("x = 1\n### END SOLUTION\n", "without a"),
+        ("### BEGIN SOLUTION\n### BEGIN SOLUTION\n### END SOLUTION\n", "second"),
+    ],
+)
+def test_unbalanced_markers_name_notebook_and_cell(source, message, tmp_path):
+    notebook = nbformat.v4.new_notebook(
+        cells=[nbformat.v4.new_markdown_cell("# t"), nbformat.v4.new_code_cell(source)]
+    )
+    nbformat.write(notebook, tmp_path / "07_broken.ipynb")
+    with pytest.raises(MarkerError, match=rf"07_broken\.ipynb, cell 1: .*{message}"):
+        make_assignments(tmp_path, tmp_path / "out")
+    assert not (tmp_path / "out" / "07_broken.ipynb").exists()
+
+
+def test_solution_cells_removed_and_outputs_cleared():
+    notebook = nbformat.v4.new_notebook(cells=[
+        nbformat.v4.new_markdown_cell("answer", metadata={"tags": ["solution"]}),
+        nbformat.v4.new_code_cell("print(1)", outputs=[nbformat.v4.new_output("stream", text="1\n")]),
+        nbformat.v4.new_code_cell('check("00.1", f)'),
+    ])
+    student = make_student_notebook(notebook, "x.ipynb")
+    assert [c.cell_type for c in student.cells] == ["code", "code"]
+    assert student.cells[0].outputs == []
+
+
+def test_empty_source_folder_is_an_error(tmp_path):
+    with pytest.raises(ValueError, match="source_dir: expected a folder with .ipynb files"):
+        make_assignments(tmp_path, tmp_path / "out")

@@ -1,0 +1,99 @@
+"""Every notebook follows the course's conventions (see CONTRIBUTING.md)."""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+
+import pytest
+import yaml
+from notebook_utils import NOTEBOOKS, ROOT, check_cells, read, tags
+
+from transformer_book.exercises import REGISTRY, load_all
+
+spec = importlib.util.spec_from_file_location("sync_notebooks", ROOT / "scripts" / "sync_notebooks.py")
+sync_notebooks = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(sync_notebooks)
+
+
+def toc_files() -> list[str]:
+    toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
+    files = [toc["root"]]
+    for part in toc.get("parts", []):
+        files.extend(chapter["file"] for chapter in part["chapters"])
+    return files
+
+
+def test_there_are_notebooks():
+    assert NOTEBOOKS, "notebooks/ holds the chapters"
+
+
+def test_toc_lists_only_existing_pages_and_every_notebook():
+    listed = toc_files()
+    for entry in listed:
+        assert any((ROOT / f"{entry}{suffix}").exists() for suffix in (".md", ".ipynb")), entry
+    for path in NOTEBOOKS:
+        assert f"notebooks/{path.stem}" in listed, f"{path.name} is missing from _toc.yml"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_badge_and_setup_cells_match_config(path):
+    url, branch = sync_notebooks.repository()
+    notebook = read(path)
+    title = sync_notebooks.title_of(notebook, path.name)
+    assert re.fullmatch(r"\d\d .+", title), f"{path.name}: title starts with the chapter number"
+    assert title.startswith(path.name[:2])
+    badge, setup = sync_notebooks.header_cells(title, path.name, url, branch)
+    assert notebook.cells[0].source == badge, "run `make sync`: the Colab badge disagrees with _config.yml"
+    assert notebook.cells[1].source == setup, "run `make sync`: the setup cell disagrees with _config.yml"
+    assert "google.colab" in setup and url in setup
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_third_cell_imports_seeds_and_picks_device(path):
+    cell = read(path).cells[2]
+    assert cell.cell_type == "code"
+    assert "transformer_book" in cell.source
+    assert "set_seed(" in cell.source and "get_device(" in cell.source
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_outputs_are_stored_and_error_free(path):
+    code = [c for c in read(path).cells if c.cell_type == "code"]
+    assert any(c.outputs for c in code), f"{path.name}: run `make execute` to store outputs"
+    for cell in code:
+        assert all(o.output_type != "error" for o in cell.outputs), f"{path.name}: stored error"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_ignored_outputs_are_followed_by_an_assertion(path):
+    cells = read(path).cells
+    for index, cell in enumerate(cells):
+        if "nbval-ignore-output" in tags(cell):
+            following = next((c for c in cells[index + 1:] if c.cell_type == "code"), None)
+            assert following is not None and "assert" in following.source, (
+                f"{path.name} cell {index}: an nbval-ignore-output cell is followed by an assertion"
+            )
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_exercises_are_registered_collapsed_and_enough(path):
+    load_all()
+    notebook = read(path)
+    checks = check_cells(notebook)
+    for _, exercise_id in checks:
+        assert exercise_id in REGISTRY, f"{path.name}: no checker registered for {exercise_id}"
+        assert exercise_id.startswith(path.name[:2]), f"{path.name}: {exercise_id} is another chapter's"
+    for index, cell in enumerate(notebook.cells):
+        if cell.cell_type == "code" and "### BEGIN SOLUTION" in cell.source:
+            assert "hide-input" in tags(cell), f"{path.name} cell {index}: solutions are collapsed"
+    directives = sum(c.source.count("```{exercise}") for c in notebook.cells if c.cell_type == "markdown")
+    minimum_exercises, minimum_checked = (1, 1) if path.name.startswith("00") else (3, 2)
+    assert directives >= minimum_exercises, f"{path.name}: at least {minimum_exercises} exercises"
+    assert len(checks) >= minimum_checked, f"{path.name}: at least {minimum_checked} checked exercises"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_chapter_ends_with_a_summary(path):
+    headings = [c.source for c in read(path).cells if c.cell_type == "markdown" and "## Summary" in c.source]
+    assert headings, f"{path.name}: a '## Summary' section"
