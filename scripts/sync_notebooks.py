@@ -20,7 +20,7 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 BADGE_IMAGE = "https://colab.research.google.com/assets/colab-badge.svg"
-SETUP_TAGS = ["colab-setup"]
+SETUP_TAGS = ["colab-setup", "hide-input"]
 
 
 def repository() -> tuple[str, str]:

@@ -8,6 +8,8 @@ Every figure function takes data and returns a :class:`matplotlib.figure.Figure`
 
 from __future__ import annotations
 
+import io
+
 from matplotlib.figure import Figure
 
 PALETTE = ("#1f5f8b", "#e07a1f", "#2e8b57", "#b03a48", "#6a4c93", "#8c8c8c")
@@ -26,6 +28,15 @@ _STYLE = {
 }
 
 
+class BookFigure(Figure):
+    """A matplotlib ``Figure`` that Jupyter draws as a PNG without pyplot's global state."""
+
+    def _repr_png_(self) -> bytes:
+        buffer = io.BytesIO()
+        self.savefig(buffer, format="png", dpi=110)
+        return buffer.getvalue()
+
+
 def new_figure(nrows: int = 1, ncols: int = 1, *, width: float = 6.0, height: float = 3.6,
                **subplot_kw) -> tuple[Figure, object]:
     """A styled figure with an ``nrows`` × ``ncols`` grid; returns ``(fig, axes)``.
@@ -36,7 +47,7 @@ def new_figure(nrows: int = 1, ncols: int = 1, *, width: float = 6.0, height: fl
     import matplotlib
 
     with matplotlib.rc_context(_STYLE):
-        fig = Figure(figsize=(width, height), layout="constrained")
+        fig = BookFigure(figsize=(width, height), layout="constrained")
         axes = fig.subplots(nrows, ncols, squeeze=True, **subplot_kw)
     for ax in (axes.flat if hasattr(axes, "flat") else [axes]):
         ax.spines[["top", "right"]].set_visible(False)
