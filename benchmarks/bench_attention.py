@@ -1,0 +1,124 @@
+"""Speed of our MultiHeadAttention against ``nn.MultiheadAttention`` (forward + backward, CPU).
+
+Usage: ``python benchmarks/bench_attention.py [--quick] [--json PATH]``.
+
+Each row reports ``ratio = torch_time / our_time`` (>= 1 means ours is at least as fast) for
+the fast path (``need_weights=False``, fused SDPA) and for the teaching path
+(``need_weights=True``, explicit matmul + softmax), on self-attention with the same weights.
+Timings are medians of interleaved repeats in one process, after warmup.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import torch
+from torch import nn
+
+from transformer_book.attention import MultiHeadAttention
+
+MAIN = (32, 128, 512, 8)  # B, L, d_model, h
+SWEEP = [(32, length, d, 8) for d in (256, 512) for length in (32, 64, 128, 256)]
+QUICK_SWEEP = [(32, length, 256, 8) for length in (32, 128)]
+
+
+def _step(module: nn.Module, x: torch.Tensor, call: Callable) -> Callable[[], None]:
+    def step() -> None:
+        module.zero_grad(set_to_none=True)
+        x.grad = None
+        out = call(module, x)
+        out.sum().backward()
+
+    return step
+
+
+def _measure(steps: dict[str, Callable[[], None]], repeats: int, warmup: int) -> dict[str, float]:
+    """Median seconds per step for each callable, interleaved so load changes hit all alike."""
+    for _ in range(warmup):
+        for step in steps.values():
+            step()
+    times: dict[str, list[float]] = {name: [] for name in steps}
+    for i in range(repeats):
+        names = list(steps) if i % 2 == 0 else list(reversed(steps))
+        for name in names:
+            start = time.perf_counter()
+            steps[name]()
+            times[name].append(time.perf_counter() - start)
+    return {name: statistics.median(ts) for name, ts in times.items()}
+
+
+def bench_one(batch: int, length: int, d_model: int, heads: int, repeats: int) -> dict:
+    """Time the three variants at one size; return one result row."""
+    torch.manual_seed(0)
+    ref = nn.MultiheadAttention(d_model, heads, batch_first=True)
+    ours = MultiHeadAttention.from_torch(ref)
+    x = torch.randn(batch, length, d_model, requires_grad=True)
+    steps = {
+        "torch": _step(ref, x, lambda m, t: m(t, t, t, need_weights=False)[0]),
+        "fast": _step(ours, x, lambda m, t: m(t)[0]),
+        "teaching": _step(ours, x, lambda m, t: m(t, need_weights=True)[0]),
+    }
+    seconds = _measure(steps, repeats=repeats, warmup=max(2, repeats // 5))
+    return {
+        "benchmark": "attention",
+        "B": batch, "L": length, "d_model": d_model, "heads": heads,
+        "torch_ms": 1e3 * seconds["torch"],
+        "fast_ms": 1e3 * seconds["fast"],
+        "teaching_ms": 1e3 * seconds["teaching"],
+        "fast_ratio": seconds["torch"] / seconds["fast"],
+        "teaching_ratio": seconds["torch"] / seconds["teaching"],
+        "threads": torch.get_num_threads(),
+    }
+
+
+def run(quick: bool = False) -> list[dict]:
+    """Main size then the sweep; ``quick`` uses fewer sizes and repeats (for smoke runs)."""
+    repeats = 7 if quick else 21
+    sizes = [MAIN, *(s for s in (QUICK_SWEEP if quick else SWEEP) if s != MAIN)]
+    rows = []
+    with torch.enable_grad():
+        for size in sizes:
+            row = bench_one(*size, repeats=repeats)
+            row["main"] = size == MAIN
+            rows.append(row)
+    return rows
+
+
+def _print(rows: list[dict]) -> None:
+    print(f"{'B':>3} {'L':>4} {'d':>4} {'h':>2} | {'torch ms':>9} {'fast ms':>9} "
+          f"{'teach ms':>9} | {'fast ratio':>10} {'teach ratio':>11}")
+    for r in rows:
+        print(f"{r['B']:>3} {r['L']:>4} {r['d_model']:>4} {r['heads']:>2} | "
+              f"{r['torch_ms']:9.2f} {r['fast_ms']:9.2f} {r['teaching_ms']:9.2f} | "
+              f"{r['fast_ratio']:10.2f} {r['teaching_ratio']:11.2f}" + ("  (main)" * r["main"]))
+
+
+def _write_json(rows: list[dict], path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
+    with os.fdopen(fd, "w") as f:
+        json.dump(rows, f, indent=2)
+    os.replace(tmp, path)
+
+
+def main(argv: list[str] | None = None) -> list[dict]:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="fewer sizes and repeats")
+    parser.add_argument("--json", type=Path, default=None, help="also write the rows here")
+    args = parser.parse_args(argv)
+    rows = run(quick=args.quick)
+    _print(rows)
+    if args.json is not None:
+        _write_json(rows, args.json)
+    return rows
+
+
+if __name__ == "__main__":
+    main()

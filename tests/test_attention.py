@@ -1,0 +1,446 @@
+"""Tests of transformer_book.attention: pooling, scores, masks, attention, multi-head attention."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from torch import nn
+
+from transformer_book import attention, memory_network
+from transformer_book.attention import (
+    AdditiveScore,
+    MultiHeadAttention,
+    NadarayaWatson,
+    attention_pooling,
+    causal_mask,
+    dot_score,
+    masked_softmax,
+    padding_mask,
+    scaled_dot_product_attention,
+    scaled_dot_score,
+)
+
+F64 = torch.float64
+SETTINGS = settings(max_examples=30, deadline=None)
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _one_thread():
+    """Tiny tensors: one intra-op thread avoids spin-waiting on a shared 2-core machine."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+def randn(*shape: int, seed: int = 0, requires_grad: bool = False) -> torch.Tensor:
+    g = torch.Generator().manual_seed(seed)
+    return torch.randn(*shape, generator=g, dtype=F64).requires_grad_(requires_grad)
+
+
+def random_mask(*shape: int, seed: int, keep_one: bool = True) -> torch.Tensor:
+    g = torch.Generator().manual_seed(seed + 1)
+    mask = torch.rand(*shape, generator=g) < 0.6
+    if keep_one:  # every query sees at least one key
+        mask[..., 0] = True
+    return mask
+
+
+def pair(d_model: int = 16, heads: int = 4, bias: bool = True, seed: int = 0):
+    torch.manual_seed(seed)
+    ref = nn.MultiheadAttention(d_model, heads, bias=bias, batch_first=True).to(F64).eval()
+    return ref, MultiHeadAttention.from_torch(ref).eval()
+
+
+# --------------------------------------------------------------------------- pooling
+
+
+def test_attention_pooling_is_a_weighted_average() -> None:
+    keys = torch.linspace(0, 5, 50, dtype=F64)
+    values = torch.sin(keys)
+    queries = torch.tensor([0.5, 2.5, 4.0], dtype=F64)
+    out, weights = attention_pooling(queries, keys, values, bandwidth=0.5)
+    assert out.shape == (3,) and weights.shape == (3, 50)
+    torch.testing.assert_close(weights.sum(-1), torch.ones(3, dtype=F64))
+    diffs = queries[:, None] - keys[None]
+    expected = torch.softmax(-(diffs**2) / (2 * 0.25), dim=-1)
+    torch.testing.assert_close(weights, expected)
+    torch.testing.assert_close(out, expected @ values)
+    # a narrow kernel recovers the nearest neighbour; vector values work too
+    out, _ = attention_pooling(keys[[3, 40]], keys, torch.stack([values, 2 * values], 1), 1e-3)
+    torch.testing.assert_close(out, torch.stack([values, 2 * values], 1)[[3, 40]])
+
+
+def test_nadaraya_watson_module_learns_its_width() -> None:
+    keys = torch.linspace(0, 5, 40, dtype=F64)
+    values = torch.sin(keys)
+    model = NadarayaWatson(init_w=0.5).to(F64)
+    out, _ = model(keys, keys, values)
+    torch.testing.assert_close(out, attention_pooling(keys, keys, values, bandwidth=2.0)[0])
+    out.sub(values).pow(2).sum().backward()
+    assert model.w.grad is not None and torch.isfinite(model.w.grad)
+
+
+def test_attention_pooling_rejects_bad_input() -> None:
+    x = torch.zeros(3, dtype=F64)
+    with pytest.raises(ValueError, match=r"bandwidth: expected a positive number, received 0"):
+        attention_pooling(x, x, x, bandwidth=0)
+    with pytest.raises(ValueError, match=r"values: expected 3 rows"):
+        attention_pooling(x, x, torch.zeros(4))
+    with pytest.raises(ValueError, match=r"queries: expected a 1-D tensor"):
+        attention_pooling(torch.zeros(2, 2), x, x)
+
+
+# --------------------------------------------------------------------------- scores
+
+
+def test_scores() -> None:
+    q, k = randn(2, 5, 8, seed=1), randn(2, 7, 8, seed=2)
+    torch.testing.assert_close(dot_score(q, k), torch.einsum("bqd,bkd->bqk", q, k))
+    torch.testing.assert_close(scaled_dot_score(q, k), dot_score(q, k) / math.sqrt(8))
+    additive = AdditiveScore(8, 6, hidden=10).to(F64)
+    kk = randn(2, 7, 6, seed=3)
+    scores = additive(q, kk)
+    assert scores.shape == (2, 5, 7)
+    manual = torch.stack([
+        torch.stack([additive.w_v(torch.tanh(additive.w_q(q[b, i]) + additive.w_k(kk[b, j])))[0]
+                     for j in range(7)]) for b in range(2) for i in range(5)
+    ]).view(2, 5, 7)
+    torch.testing.assert_close(scores, manual)
+
+
+def test_scores_reject_bad_input() -> None:
+    with pytest.raises(ValueError, match=r"k: expected last dimension d_k=8 \(as q\)"):
+        dot_score(randn(5, 8), randn(5, 4))
+    with pytest.raises(ValueError, match=r"k: expected batch dimensions broadcastable"):
+        dot_score(randn(2, 5, 8), randn(3, 5, 8))
+    with pytest.raises(ValueError, match=r"k: expected shape \(\.\.\., L_k, 6\)"):
+        AdditiveScore(8, 6, 4).to(F64)(randn(5, 8), randn(5, 8))
+    with pytest.raises(ValueError, match=r"hidden: expected an integer >= 1"):
+        AdditiveScore(8, 6, 0)
+
+
+# --------------------------------------------------------------------------- masks
+
+
+def test_padding_and_causal_masks() -> None:
+    ids = torch.tensor([[5, 6, 0], [7, 0, 0]])
+    mask = padding_mask(ids, pad_id=0)
+    assert mask.shape == (2, 1, 1, 3) and mask.dtype == torch.bool
+    assert mask[:, 0, 0].tolist() == [[True, True, False], [True, False, False]]
+    c = causal_mask(3)
+    assert c.tolist() == [[True, False, False], [True, True, False], [True, True, True]]
+    combined = mask & c  # broadcasts to (B, 1, L, L), then against (B, h, L, L)
+    assert combined.shape == (2, 1, 3, 3)
+    q = randn(2, 4, 3, 8)
+    _, w = scaled_dot_product_attention(q, q, q, combined)
+    assert (w[0, :, :, 2] == 0).all() and (w[1, :, :, 1:] == 0).all()
+    assert (w.triu(1) == 0).all()
+
+
+def test_masks_reject_bad_input() -> None:
+    with pytest.raises(ValueError, match=r"ids: expected an integer tensor"):
+        padding_mask(torch.zeros(2, 3), 0)
+    with pytest.raises(ValueError, match=r"ids: expected a 2-D tensor"):
+        padding_mask(torch.zeros(3, dtype=torch.long), 0)
+    with pytest.raises(ValueError, match=r"length: expected an integer >= 1, received 0"):
+        causal_mask(0)
+
+
+# --------------------------------------------------------------------------- scaled dot-product
+
+
+shapes = st.tuples(
+    st.integers(1, 3), st.integers(1, 3), st.integers(1, 6), st.integers(1, 6),
+    st.integers(1, 8), st.integers(1, 5),
+)
+
+
+@SETTINGS
+@given(shape=shapes, seed=st.integers(0, 2**16))
+def test_sdpa_rows_sum_to_one_and_masked_keys_get_zero(shape, seed) -> None:
+    b, h, lq, lk, dk, dv = shape
+    q, k, v = randn(b, h, lq, dk, seed=seed), randn(b, h, lk, dk, seed=seed + 1), randn(
+        b, h, lk, dv, seed=seed + 2)
+    mask = random_mask(b, 1, lq, lk, seed=seed)
+    out, w = scaled_dot_product_attention(q, k, v, mask)
+    assert out.shape == (b, h, lq, dv) and w.shape == (b, h, lq, lk)
+    torch.testing.assert_close(w.sum(-1), torch.ones(b, h, lq, dtype=F64))
+    assert (w.masked_select(~mask.expand_as(w)) == 0).all()
+    expected = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+    torch.testing.assert_close(out, expected)
+
+
+@SETTINGS
+@given(shape=shapes, seed=st.integers(0, 2**16))
+def test_sdpa_matches_torch_without_mask(shape, seed) -> None:
+    b, h, lq, lk, dk, dv = shape
+    q, k, v = randn(b, h, lq, dk, seed=seed), randn(b, h, lk, dk, seed=seed + 1), randn(
+        b, h, lk, dv, seed=seed + 2)
+    out, w = scaled_dot_product_attention(q, k, v)
+    torch.testing.assert_close(out, F.scaled_dot_product_attention(q, k, v))
+    torch.testing.assert_close(w, torch.softmax(q @ k.transpose(-1, -2) / math.sqrt(dk), -1))
+
+
+def test_sdpa_fully_masked_rows_are_zero_with_finite_gradients() -> None:
+    q, k, v = (randn(2, 3, 4, seed=s, requires_grad=True) for s in range(3))
+    mask = torch.ones(2, 3, 3, dtype=torch.bool)
+    mask[0, 1] = False  # query 1 of batch 0 sees nothing
+    out, w = scaled_dot_product_attention(q, k, v, mask)
+    assert (w[0, 1] == 0).all() and (out[0, 1] == 0).all()
+    assert torch.isfinite(out).all()
+    out.sum().backward()
+    assert all(torch.isfinite(t.grad).all() for t in (q, k, v))
+    nothing = torch.zeros(2, 2, dtype=torch.bool)
+    torch.testing.assert_close(masked_softmax(torch.zeros(2, 2), nothing), torch.zeros(2, 2))
+
+
+def test_sdpa_gradcheck() -> None:
+    q, k, v = randn(2, 3, 4, seed=0, requires_grad=True), randn(
+        2, 5, 4, seed=1, requires_grad=True), randn(2, 5, 3, seed=2, requires_grad=True)
+    mask = random_mask(2, 3, 5, seed=3)
+    mask[1, 2] = False  # includes a fully masked row
+
+    def f(q, k, v):
+        return scaled_dot_product_attention(q, k, v, mask)
+
+    assert torch.autograd.gradcheck(f, (q, k, v))
+
+
+def test_sdpa_dropout_drops_weights_but_reports_them_whole() -> None:
+    q = randn(4, 6, 8)
+    torch.manual_seed(0)
+    out, w = scaled_dot_product_attention(q, q, q, dropout_p=0.5)
+    torch.testing.assert_close(w.sum(-1), torch.ones(4, 6, dtype=F64))
+    assert not torch.allclose(out, w @ q)
+
+
+def test_sdpa_rejects_bad_input() -> None:
+    q = randn(2, 3, 4)
+    with pytest.raises(ValueError, match=r"k: expected last dimension d_k=4"):
+        scaled_dot_product_attention(q, randn(2, 3, 5), randn(2, 3, 4))
+    with pytest.raises(ValueError, match=r"v: expected shape \(\.\.\., L_k=3, d_v\)"):
+        scaled_dot_product_attention(q, q, randn(2, 4, 4))
+    with pytest.raises(
+        ValueError,
+        match=r"mask: expected a boolean tensor.*received dtype torch.float",
+    ):
+        scaled_dot_product_attention(q, q, q, torch.ones(3, 3))
+    with pytest.raises(ValueError, match=r"mask: expected a shape broadcastable to \(2, 3, 3\)"):
+        scaled_dot_product_attention(q, q, q, torch.ones(3, 4, dtype=torch.bool))
+    with pytest.raises(ValueError, match=r"mask: expected a shape broadcastable"):
+        scaled_dot_product_attention(q, q, q, torch.ones(5, 2, 3, 3, dtype=torch.bool))
+    with pytest.raises(ValueError, match=r"dropout_p: expected a number in \[0, 1\)"):
+        scaled_dot_product_attention(q, q, q, dropout_p=1.0)
+    with pytest.raises(ValueError, match=r"q: expected a floating-point tensor"):
+        scaled_dot_product_attention(q.long(), q, q)
+
+
+# --------------------------------------------------------------------------- multi-head
+
+
+@pytest.mark.parametrize("bias", [True, False])
+@pytest.mark.parametrize("need_weights", [False, True])
+def test_mha_equals_torch_self_attention(bias: bool, need_weights: bool) -> None:
+    ref, ours = pair(bias=bias)
+    x = randn(3, 7, 16, seed=1)
+    expected, expected_w = ref(x, x, x, need_weights=True, average_attn_weights=False)
+    out, w = ours(x, need_weights=need_weights)
+    torch.testing.assert_close(out, expected)
+    if need_weights:
+        torch.testing.assert_close(w, expected_w)
+    else:
+        assert w is None
+
+
+@pytest.mark.parametrize("need_weights", [False, True])
+def test_mha_equals_torch_with_padding_and_causal_masks(need_weights: bool) -> None:
+    ref, ours = pair()
+    ids = torch.tensor([[4, 5, 6, 7, 8, 9], [4, 5, 6, 0, 0, 0], [4, 5, 6, 7, 8, 0]])
+    x = randn(3, 6, 16, seed=2)
+    keep = padding_mask(ids, 0)
+    expected, _ = ref(x, x, x, key_padding_mask=ids == 0, need_weights=False)
+    torch.testing.assert_close(ours(x, mask=keep, need_weights=need_weights)[0], expected)
+    causal = causal_mask(6)
+    expected, _ = ref(x, x, x, attn_mask=~causal, need_weights=False)
+    torch.testing.assert_close(ours(x, mask=causal, need_weights=need_weights)[0], expected)
+    torch.testing.assert_close(ours(x, is_causal=True, need_weights=need_weights)[0], expected)
+    expected, _ = ref(x, x, x, attn_mask=~causal, key_padding_mask=ids == 0, need_weights=False)
+    torch.testing.assert_close(ours(x, mask=keep & causal, need_weights=need_weights)[0], expected)
+    torch.testing.assert_close(
+        ours(x, mask=keep, is_causal=True, need_weights=need_weights)[0], expected)
+    # a (B, L_q, L_k) mask is read per batch item
+    per_item = (keep & causal).squeeze(1)
+    torch.testing.assert_close(ours(x, mask=per_item, need_weights=need_weights)[0], expected)
+
+
+@pytest.mark.parametrize("same_kv", [True, False])
+def test_mha_equals_torch_cross_attention(same_kv: bool) -> None:
+    ref, ours = pair(d_model=12, heads=3)
+    query, memory = randn(2, 4, 12, seed=1), randn(2, 9, 12, seed=2)
+    value = memory if same_kv else randn(2, 9, 12, seed=3)
+    ids = torch.ones(2, 9, dtype=torch.long)
+    ids[1, 5:] = 0
+    expected, w_ref = ref(query, memory, value, key_padding_mask=ids == 0,
+                          average_attn_weights=False)
+    for need_weights in (False, True):
+        out, w = ours(query, memory, value, mask=padding_mask(ids, 0), need_weights=need_weights)
+        torch.testing.assert_close(out, expected)
+    assert w.shape == (2, 3, 4, 9)
+    torch.testing.assert_close(w, w_ref)
+    # precomputed keys/values give the same result
+    out, _ = ours(query, kv=ours.project_kv(memory, value), mask=padding_mask(ids, 0))
+    torch.testing.assert_close(out, expected)
+
+
+@SETTINGS
+@given(
+    b=st.integers(1, 3), lq=st.integers(1, 6), lk=st.integers(1, 6),
+    heads=st.sampled_from([1, 2, 4]), seed=st.integers(0, 2**16),
+)
+def test_mha_fast_path_equals_teaching_path(b, lq, lk, heads, seed) -> None:
+    torch.manual_seed(seed)
+    mha = MultiHeadAttention(8, heads).to(F64)
+    x, mem = randn(b, lq, 8, seed=seed), randn(b, lk, 8, seed=seed + 1)
+    mask = random_mask(b, 1, lq, lk, seed=seed, keep_one=False)  # fully masked rows allowed
+    fast, _ = mha(x, mem, mask=mask)
+    slow, _ = mha(x, mem, mask=mask, need_weights=True)
+    torch.testing.assert_close(fast, slow)
+    assert torch.isfinite(fast).all()
+    fast_self, _ = mha(x, is_causal=True)
+    torch.testing.assert_close(fast_self, mha(x, is_causal=True, need_weights=True)[0])
+
+
+@pytest.mark.parametrize("need_weights", [False, True])
+def test_mha_fully_masked_rows_zero_and_finite_gradients(need_weights: bool) -> None:
+    torch.manual_seed(0)
+    mha = MultiHeadAttention(8, 2).to(F64)
+    x = randn(2, 4, 8, seed=1, requires_grad=True)
+    mask = torch.ones(2, 1, 4, 4, dtype=torch.bool)
+    mask[1, :, 2] = False
+    out, _ = mha(x, mask=mask, need_weights=need_weights)
+    # attention output is zero, so the row is just out_proj's bias
+    torch.testing.assert_close(out[1, 2], mha.out_proj.bias)
+    out.sum().backward()
+    assert torch.isfinite(x.grad).all()
+    assert all(torch.isfinite(p.grad).all() for p in mha.parameters())
+
+
+@SETTINGS
+@given(b=st.integers(1, 3), length=st.integers(2, 7), seed=st.integers(0, 2**16))
+def test_mha_is_permutation_equivariant(b, length, seed) -> None:
+    torch.manual_seed(seed)
+    mha = MultiHeadAttention(8, 2).to(F64)
+    x = randn(b, length, 8, seed=seed)
+    perm = torch.randperm(length)
+    for need_weights in (False, True):
+        out, _ = mha(x, need_weights=need_weights)
+        out_perm, _ = mha(x[:, perm], need_weights=need_weights)
+        torch.testing.assert_close(out_perm, out[:, perm])
+
+
+def test_mha_batch_items_are_independent() -> None:
+    torch.manual_seed(0)
+    mha = MultiHeadAttention(8, 2).to(F64)
+    x = randn(4, 5, 8, seed=1)
+    y = x.clone()
+    y[1:] = randn(3, 5, 8, seed=2)
+    for need_weights in (False, True):
+        torch.testing.assert_close(mha(x, need_weights=need_weights)[0][0],
+                                   mha(y, need_weights=need_weights)[0][0])
+        torch.testing.assert_close(mha(x[:1], need_weights=need_weights)[0][0],
+                                   mha(x, need_weights=need_weights)[0][0])
+
+
+def test_kv_cache_token_by_token_equals_full_causal_attention() -> None:
+    torch.manual_seed(0)
+    mha = MultiHeadAttention(16, 4).to(F64).eval()
+    x = randn(2, 6, 16, seed=1)
+    full, _ = mha(x, mask=causal_mask(6))
+    steps, k, v = [], None, None
+    for t in range(6):
+        x_t = x[:, t : t + 1]
+        k_t, v_t = mha.project_kv(x_t)
+        assert k_t.shape == (2, 4, 1, 4)
+        k = k_t if k is None else torch.cat([k, k_t], dim=2)
+        v = v_t if v is None else torch.cat([v, v_t], dim=2)
+        out_t, _ = mha(x_t, kv=(k, v), need_weights=t % 2 == 0)
+        steps.append(out_t)
+    torch.testing.assert_close(torch.cat(steps, dim=1), full)
+
+
+def test_dropout_only_in_training() -> None:
+    torch.manual_seed(0)
+    mha = MultiHeadAttention(8, 2, dropout=0.5).to(F64)
+    x = randn(2, 5, 8, seed=1)
+    mha.eval()
+    torch.testing.assert_close(mha(x)[0], mha(x, need_weights=True)[0])
+    mha.train()
+    assert not torch.allclose(mha(x)[0], mha.eval()(x)[0])
+
+
+def test_from_torch_rejects_unsupported_modules() -> None:
+    with pytest.raises(ValueError, match=r"m: expected an nn.MultiheadAttention"):
+        MultiHeadAttention.from_torch(nn.Linear(2, 2))
+    with pytest.raises(ValueError, match=r"m: expected kdim == vdim == embed_dim"):
+        MultiHeadAttention.from_torch(nn.MultiheadAttention(8, 2, kdim=4, vdim=4))
+    with pytest.raises(ValueError, match=r"m: expected no add_bias_kv"):
+        MultiHeadAttention.from_torch(nn.MultiheadAttention(8, 2, add_bias_kv=True))
+
+
+def test_mha_rejects_bad_input() -> None:
+    with pytest.raises(
+        ValueError,
+        match=r"num_heads: expected a divisor of d_model=10, received 4",
+    ):
+        MultiHeadAttention(10, 4)
+    with pytest.raises(ValueError, match=r"dropout: expected a number in \[0, 1\)"):
+        MultiHeadAttention(8, 2, dropout=1.5)
+    torch.manual_seed(0)
+    mha = MultiHeadAttention(8, 2).to(F64)
+    x = randn(2, 3, 8)
+    with pytest.raises(
+        ValueError,
+        match=r"query: expected shape \(B, L, d_model=8\), received shape \(2, 3, 6\)",
+    ):
+        mha(randn(2, 3, 6))
+    with pytest.raises(ValueError, match=r"key: expected shape \(B, L, d_model=8\)"):
+        mha(x, randn(2, 4, 6))
+    with pytest.raises(ValueError, match=r"value: expected length L_k=4 \(as key\)"):
+        mha(x, randn(2, 4, 8), randn(2, 5, 8))
+    with pytest.raises(
+        ValueError,
+        match=r"key: expected batch size 2 \(as query\), received shape \(3, 4, 8\)",
+    ):
+        mha(x, randn(3, 4, 8))
+    with pytest.raises(ValueError, match=r"value: expected batch size 2"):
+        mha(x, randn(2, 4, 8), randn(3, 4, 8))
+    with pytest.raises(
+        ValueError,
+        match=r"mask: expected a boolean tensor \(True = may attend\), "
+        r"received dtype torch.float32",
+    ):
+        mha(x, mask=torch.ones(3, 3))
+    with pytest.raises(
+        ValueError,
+        match=r"mask: expected a shape broadcastable to \(2, 2, 3, 3\), received shape \(3, 4\)",
+    ):
+        mha(x, mask=torch.ones(3, 4, dtype=torch.bool))
+    with pytest.raises(ValueError, match=r"mask: expected a shape broadcastable"):
+        mha(x, mask=torch.ones(5, 3, 3, dtype=torch.bool))
+    with pytest.raises(ValueError, match=r"kv\[0\]: expected shape \(B=2, h=2, L_k, d_k=4\)"):
+        mha(x, kv=(randn(2, 3, 4, 4), randn(2, 2, 4, 4)))
+    with pytest.raises(ValueError, match=r"kv\[1\]: expected length L_k=4"):
+        mha(x, kv=(randn(2, 2, 4, 4), randn(2, 2, 5, 4)))
+    with pytest.raises(ValueError, match=r"kv: expected no key/value alongside kv"):
+        mha(x, x, kv=(randn(2, 2, 4, 4), randn(2, 2, 4, 4)))
+
+
+def test_memory_network_is_reexported() -> None:
+    assert attention.MemoryNetwork is memory_network.MemoryNetwork
+    assert set(attention.__all__) <= set(dir(attention))
