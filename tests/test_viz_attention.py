@@ -46,6 +46,9 @@ def test_large_matrices_are_not_annotated_and_ticks_are_thinned():
     assert cell_texts(ax) == []
     assert len(ax.get_xticks()) <= 40
     assert len(attention_heatmap(weights(3, 3), annotate=False).axes[0].texts) == 0
+    few = attention_heatmap(np.full((10, 10), 0.1), x_labels=[f"k{i}" for i in range(10)],
+                            max_ticks=5).axes[0]
+    assert [t.get_text() for t in few.get_xticklabels()] == ["k0", "k2", "k4", "k6", "k8"]
 
 
 def test_grid_shares_one_colour_scale_and_accepts_a_3d_tensor():
@@ -91,6 +94,8 @@ def test_regression_fits_draws_data_truth_and_each_fit():
         (lambda: attention_heatmap(torch.ones(2, 3), y_labels=list("abc")),
          "y_labels: expected 2 labels"),
         (lambda: attention_heatmap(torch.tensor([[float("nan")]])), "weights: expected finite"),
+        (lambda: attention_heatmap(torch.ones(2, 2), max_ticks=0),
+         "max_ticks: expected an integer"),
         (lambda: attention_grid([]), "weights_list: expected a non-empty sequence"),
         (lambda: attention_grid([torch.ones(2, 2)] * 2, titles=["one"]),
          "titles: expected 2 titles"),

@@ -59,9 +59,9 @@ def _check_labels(labels: Sequence[Any] | None, size: int, argument: str) -> lis
     return labels
 
 
-def _ticks(labels: list[str] | None, size: int) -> tuple[np.ndarray, list[str]]:
-    """Tick positions and texts, thinned to at most :data:`MAX_TICKS` per axis."""
-    step = max(1, math.ceil(size / MAX_TICKS))
+def _ticks(labels: list[str] | None, size: int, max_ticks: int) -> tuple[np.ndarray, list[str]]:
+    """Tick positions and texts, thinned to at most ``max_ticks`` per axis."""
+    step = max(1, math.ceil(size / max_ticks))
     positions = np.arange(0, size, step)
     texts = [labels[i] if labels is not None else str(i) for i in positions]
     return positions, texts
@@ -81,13 +81,15 @@ def draw_attention(
     vmax: float | None = None,
     fmt: str = ".2f",
     cmap: str = HEATMAP,
+    max_ticks: int = MAX_TICKS,
 ) -> Any:
     """Draw one attention matrix ``weights (L_q, L_k)`` on the Axes ``ax``; return the image.
 
     Building block of :func:`attention_heatmap` and :func:`attention_grid`, for figures that
     put a heatmap beside other plots. ``vmin``/``vmax`` fix the colour scale (``vmax=None``:
     the matrix's maximum); ``annotate=None`` writes the values when both sides are at most
-    :data:`ANNOTATE_MAX_SIDE`.
+    :data:`ANNOTATE_MAX_SIDE`. At most ``max_ticks`` labels are drawn per axis (evenly
+    thinned).
     """
     matrix = _as_matrix(weights, "weights")
     rows, cols = matrix.shape
@@ -101,12 +103,14 @@ def draw_attention(
                       interpolation="nearest")
     ax.grid(False)
     ax.spines[:].set_visible(False)
-    positions, texts = _ticks(x_text, cols)
+    require(isinstance(max_ticks, int) and max_ticks >= 1, "max_ticks", "an integer >= 1",
+            repr(max_ticks))
+    positions, texts = _ticks(x_text, cols, max_ticks)
     long_labels = max((len(t) for t in texts), default=0) > 3
     ax.set_xticks(positions, texts, rotation=60 if long_labels else 0,
                   ha="right" if long_labels else "center",
                   rotation_mode="anchor" if long_labels else "default")
-    positions, texts = _ticks(y_text, rows)
+    positions, texts = _ticks(y_text, rows, max_ticks)
     ax.set_yticks(positions, texts)
     ax.tick_params(length=0, labelsize=8 if max(rows, cols) > 15 else 9)
     ax.set_xlabel(xlabel)
@@ -147,6 +151,7 @@ def attention_heatmap(
     colorbar_label: str = "attention weight",
     width: float | None = None,
     height: float | None = None,
+    max_ticks: int = MAX_TICKS,
 ) -> Figure:
     """A heatmap of one attention matrix ``weights (L_q, L_k)``: queries as rows, keys as columns.
 
@@ -160,7 +165,7 @@ def attention_heatmap(
     auto_width, auto_height = _auto_size(*matrix.shape)
     fig, ax = new_figure(width=width or auto_width, height=height or auto_height)
     image = draw_attention(ax, matrix, x_labels, y_labels, title, xlabel=xlabel, ylabel=ylabel,
-                           annotate=annotate, vmin=vmin, vmax=vmax, fmt=fmt)
+                           annotate=annotate, vmin=vmin, vmax=vmax, fmt=fmt, max_ticks=max_ticks)
     fig.colorbar(image, ax=ax, label=colorbar_label, shrink=0.9)
     return fig
 
@@ -194,6 +199,7 @@ def attention_grid(
     colorbar_label: str = "attention weight",
     panel_width: float | None = None,
     panel_height: float | None = None,
+    max_ticks: int = MAX_TICKS,
 ) -> Figure:
     """Several attention matrices side by side, on one shared colour scale and colour bar.
 
@@ -243,7 +249,7 @@ def attention_grid(
             titles[index] if titles is not None else "",
             xlabel=xlabel if row == nrows - 1 or index + ncols >= count else "",
             ylabel=ylabel if col == 0 else "",
-            annotate=annotate, vmin=low, vmax=high, fmt=fmt,
+            annotate=annotate, vmin=low, vmax=high, fmt=fmt, max_ticks=max_ticks,
         )
     fig.colorbar(image, ax=list(axes.flat[:count]), label=colorbar_label, shrink=0.9)
     if suptitle:
