@@ -1,0 +1,120 @@
+"""Speed of decoding: greedy with the KV cache against without it; beam search against greedy.
+
+Usage: ``python benchmarks/bench_decode.py [--quick] [--json PATH]``.
+
+The small preset (d_model 256, 3 + 3 layers, vocab 8000) with random weights, in eval mode.
+``min_len = max_len`` forbids ``<eos>`` until the last token, so every sentence runs exactly
+the same number of steps (a random model would otherwise stop at random places).
+
+Rows (``ours`` and ``reference`` are seconds per call, ``ratio = reference / ours``):
+
+- ``greedy cache``: greedy decoding of 50 tokens at batch 64, with the cache (ours) vs
+  re-running the decoder on the whole prefix each step (reference). Goal: ratio >= 3.
+- ``beam4 vs greedy``: beam search (beam 4, α = 0.6, 50 tokens) vs greedy on the same
+  batch, both with the cache; here the ratio is greedy / beam, goal >= 1/3 (beam within 3×).
+
+Medians of interleaved repeats after one warmup, on one intra-op thread (the course machine's
+2 cores are shared).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import torch
+
+from transformer_book.config import TransformerConfig
+from transformer_book.decode import beam_search, greedy_decode
+from transformer_book.model import Transformer
+
+VOCAB = 8000
+FULL = dict(batch=64, beam_batch=16, src_len=20, steps=50, repeats=3)
+QUICK = dict(batch=16, beam_batch=4, src_len=12, steps=20, repeats=1)
+
+
+def _measure(calls: dict[str, Callable[[], object]], repeats: int) -> dict[str, float]:
+    """Median seconds per call for each callable, interleaved, after one warmup call each."""
+    for call in calls.values():
+        call()
+    times: dict[str, list[float]] = {name: [] for name in calls}
+    for i in range(repeats):
+        for name in (list(calls) if i % 2 == 0 else list(reversed(calls))):
+            start = time.perf_counter()
+            calls[name]()
+            times[name].append(time.perf_counter() - start)
+    return {name: statistics.median(ts) for name, ts in times.items()}
+
+
+def run(quick: bool = False) -> list[dict]:
+    """The two comparisons at the quick or full size."""
+    size = QUICK if quick else FULL
+    steps = size["steps"]
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        torch.manual_seed(0)
+        config = TransformerConfig.preset("small", VOCAB, max_len=128)
+        model = Transformer(config).eval()
+        src = torch.randint(4, VOCAB, (size["batch"], size["src_len"]))
+        fixed = dict(max_len=steps, min_len=steps)
+        t = _measure({
+            "cache": lambda: greedy_decode(model, src, use_cache=True, **fixed),
+            "no cache": lambda: greedy_decode(model, src, use_cache=False, **fixed),
+        }, size["repeats"])
+        rows = [{
+            "name": f"greedy cache vs no cache, B={size['batch']}, {steps} tokens",
+            "unit": "s", "ours": t["cache"], "reference": t["no cache"],
+            "ratio": t["no cache"] / t["cache"], "goal": 3.0,
+        }]
+        small = src[: size["beam_batch"]]
+        beam = dict(max_len_a=0.0, max_len_b=steps, min_len=steps)
+        t = _measure({
+            "beam": lambda: beam_search(model, small, beam_size=4, alpha=0.6, **beam),
+            "greedy": lambda: greedy_decode(model, small, **fixed),
+        }, size["repeats"])
+        rows.append({
+            "name": f"beam 4 vs greedy, B={size['beam_batch']}, {steps} tokens",
+            "unit": "s", "ours": t["beam"], "reference": t["greedy"],
+            "ratio": t["greedy"] / t["beam"], "goal": 1 / 3,
+        })
+        return rows
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _print(rows: list[dict]) -> None:
+    print(f"{'benchmark':<44} | {'ours s':>8} {'ref s':>8} | {'ratio':>6} {'goal':>6}")
+    for r in rows:
+        print(f"{r['name']:<44} | {r['ours']:8.3f} {r['reference']:8.3f} | "
+              f"{r['ratio']:6.2f} {r['goal']:6.2f}")
+
+
+def _write_json(rows: list[dict], path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
+    with os.fdopen(fd, "w") as f:
+        json.dump(rows, f, indent=2)
+    os.replace(tmp, path)
+
+
+def main(argv: list[str] | None = None) -> list[dict]:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="smaller batches, fewer steps")
+    parser.add_argument("--json", type=Path, default=None, help="also write the rows here")
+    args = parser.parse_args(argv)
+    rows = run(quick=args.quick)
+    _print(rows)
+    if args.json is not None:
+        _write_json(rows, args.json)
+    return rows
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,239 @@
+"""Decoding: greedy search, beam search with a length penalty, and incremental decoding with
+a key/value cache (Vaswani et al., 2017, Section 6.1).
+
+Section 6.1: "we used beam search with a beam size of 4 and length penalty α = 0.6 [Wu et
+al., 2016] ... We set the maximum output length during inference to input length + 50, but
+terminate early when possible."
+
+The length penalty of Wu et al. (2016) is ``lp(Y) = ((5 + |Y|) / 6)^α`` and a hypothesis
+scores ``log P(Y | X) / lp(Y)``; ``|Y|`` counts the generated tokens including the final
+``<eos>``. With α = 0 the score is the plain log-probability.
+
+KV cache: the decoder keeps each layer's self-attention keys and values and extends them by
+one token per step, so step t costs O(t) instead of re-running the whole prefix (O(t²));
+the cross-attention keys and values are projected from the encoder output once per sentence.
+Beam search reorders the self-attention cache along the chosen beams with ``index_select``
+(:meth:`~transformer_book.layers.DecoderCache.reorder`).
+
+Outputs are lists of token ids without ``<bos>``, ``<eos>`` or padding. Lengths: the
+``max_len`` generated tokens (``<eos>`` not counted) default to source length + 50 per
+sentence, capped at ``config.max_len - 1`` (the positions the model has).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from contextlib import contextmanager
+
+import torch
+
+from transformer_book.model import Transformer
+from transformer_book.validation import require, require_positive_int, require_tensor
+
+__all__ = ["beam_search", "greedy_decode", "length_penalty", "score_hypothesis"]
+
+
+def length_penalty(length: int | torch.Tensor, alpha: float) -> float | torch.Tensor:
+    """Wu et al. (2016): ``lp(Y) = ((5 + |Y|) / 6)^α``."""
+    return ((5 + length) / 6) ** alpha
+
+
+@contextmanager
+def _inference(model: Transformer):
+    """Eval mode (no dropout) and no gradients; the model's mode is restored afterwards."""
+    was_training = model.training
+    model.eval()
+    try:
+        with torch.no_grad():
+            yield
+    finally:
+        model.train(was_training)
+
+
+def _check(model: Transformer, src_ids: torch.Tensor, max_len: int | None, min_len: int,
+           extra: int) -> torch.Tensor:
+    """Validate the arguments; return each sentence's length limit, long ``(B,)``."""
+    require(isinstance(model, Transformer), "model", "a transformer_book Transformer",
+            type(model).__name__)
+    model._check_ids(src_ids, "src_ids")
+    require_positive_int(min_len, "min_len", minimum=0)
+    cap = model.config.max_len - extra  # decoder inputs are <bos> + generated tokens
+    require(cap >= 1, "model", f"config.max_len >= {extra + 1} to decode", model.config.max_len)
+    if max_len is None:  # Section 6.1: input length + 50, within the model's positions
+        src_len = (src_ids != model.config.pad_id).sum(1)  # (B,)
+        return (src_len + 50).clamp(max=cap)
+    require_positive_int(max_len, "max_len")
+    require(max_len <= cap, "max_len", f"at most {cap} (config.max_len={model.config.max_len})",
+            max_len)
+    return torch.full((src_ids.shape[0],), max_len, device=src_ids.device)
+
+
+def _stepper(model: Transformer, src_ids: torch.Tensor, memory: torch.Tensor, use_cache: bool
+             ) -> tuple[Callable[[torch.Tensor], torch.Tensor], Callable[[torch.Tensor], None]]:
+    """``step(prefix (N, t)) -> log-probs (N, V)`` of the next token, and ``reorder(rows)``.
+
+    With the cache only the prefix's last token is fed; without, the whole prefix is.
+    """
+    cache = model.new_cache() if use_cache else None
+    state = {"src": src_ids, "memory": memory}
+
+    def step(prefix: torch.Tensor) -> torch.Tensor:
+        new = prefix[:, -1:] if use_cache else prefix  # (N, 1) or (N, t)
+        logits = model.decode(new, state["memory"], state["src"], cache=cache)
+        logp = torch.log_softmax(logits[:, -1].float(), dim=-1)  # (N, T, V) -> (N, V)
+        logp[:, [model.config.pad_id, model.config.bos_id]] = -math.inf  # never generated
+        return logp
+
+    def reorder(rows: torch.Tensor) -> None:
+        if cache is not None:
+            cache.reorder(rows)
+
+    return step, reorder
+
+
+def greedy_decode(
+    model: Transformer,
+    src_ids: torch.Tensor,
+    max_len: int | None = None,
+    use_cache: bool = True,
+    min_len: int = 0,
+) -> list[list[int]]:
+    """Pick the most probable next token until ``<eos>``, batched: ``src_ids (B, S)`` ->
+    B lists of ids (no ``<bos>``/``<eos>``/pad).
+
+    Each sentence stops at its own ``<eos>`` or after ``max_len`` tokens (default: its
+    source length + 50, Section 6.1). ``<eos>`` is forbidden before ``min_len`` tokens
+    (``min_len = max_len`` forces exactly ``max_len`` steps, e.g. to time decoding).
+    ``use_cache=False`` re-runs the decoder on the whole prefix at every step (same output).
+    """
+    limits = _check(model, src_ids, max_len, min_len, extra=1)
+    config = model.config
+    b = src_ids.shape[0]
+    with _inference(model):
+        memory = model.encode(src_ids)  # (B, S, d_model)
+        step, _ = _stepper(model, src_ids, memory, use_cache)
+        prefix = torch.full((b, 1), config.bos_id, dtype=torch.long, device=src_ids.device)
+        done = torch.zeros(b, dtype=torch.bool, device=src_ids.device)
+        for t in range(int(limits.max())):
+            logp = step(prefix)  # (B, V)
+            if t < min_len:
+                logp[:, config.eos_id] = -math.inf
+            token = logp.argmax(-1).masked_fill(done, config.pad_id)  # (B,)
+            prefix = torch.cat([prefix, token[:, None]], dim=1)  # (B, t+1) -> (B, t+2)
+            done |= (token == config.eos_id) | (t + 1 >= limits)
+            if bool(done.all()):
+                break
+    return [_strip(row, config) for row in prefix[:, 1:].tolist()]
+
+
+def _strip(ids: Sequence[int], config) -> list[int]:
+    """Cut at the first ``<eos>``, drop padding."""
+    out = []
+    for i in ids:
+        if i == config.eos_id:
+            break
+        if i != config.pad_id:
+            out.append(i)
+    return out
+
+
+def beam_search(
+    model: Transformer,
+    src_ids: torch.Tensor,
+    beam_size: int = 4,
+    alpha: float = 0.6,
+    max_len_a: float = 1.0,
+    max_len_b: int = 50,
+    use_cache: bool = True,
+    min_len: int = 0,
+) -> list[list[int]]:
+    """Beam search with the length penalty of Wu et al. (2016), batched over B sentences
+    (``B · beam_size`` decoder rows): ``src_ids (B, S)`` -> B lists of ids.
+
+    Each step extends every live hypothesis by every token, keeps the ``2 · beam_size``
+    best by log-probability, moves those ending in ``<eos>`` (among the top ``beam_size``)
+    to the sentence's finished list with score ``log P / lp`` and keeps the ``beam_size``
+    best others alive. A sentence stops when no live hypothesis can still beat its best
+    finished one (log-probabilities only fall, lp is at most lp(max length)) or at its
+    maximum length ``max_len_a · source length + max_len_b`` (Section 6.1: a = 1, b = 50),
+    where ``<eos>`` is forced. Returns the best finished hypothesis of each sentence.
+    ``min_len`` forbids ``<eos>`` before that many tokens. With α = 0 and beam size 1
+    this is greedy decoding.
+    """
+    require_positive_int(beam_size, "beam_size")
+    require(isinstance(alpha, (int, float)) and not isinstance(alpha, bool) and alpha >= 0,
+            "alpha", "a number >= 0", repr(alpha))
+    require(isinstance(max_len_a, (int, float)) and max_len_a >= 0, "max_len_a",
+            "a number >= 0", repr(max_len_a))
+    require_positive_int(max_len_b, "max_len_b", minimum=0)
+    _check(model, src_ids, 1, min_len, extra=1)
+    config, k, device = model.config, beam_size, src_ids.device
+    src_len = (src_ids != config.pad_id).sum(1)  # (B,)
+    limits = (max_len_a * src_len + max_len_b).long().clamp(1, config.max_len - 1)  # (B,)
+    b, vocab = src_ids.shape[0], config.vocab_size
+    finished: list[list[tuple[float, list[int]]]] = [[] for _ in range(b)]
+    with _inference(model):
+        # (B, S) -> (B·K, S): beams of sentence i are rows i·K .. i·K + K - 1.
+        src = src_ids.repeat_interleave(k, dim=0)
+        memory = model.encode(src_ids).repeat_interleave(k, dim=0)  # (B·K, S, d_model)
+        step, reorder = _stepper(model, src, memory, use_cache)
+        prefix = torch.full((b * k, 1), config.bos_id, dtype=torch.long, device=device)
+        scores = torch.full((b, k), -math.inf, device=device)
+        scores[:, 0] = 0.0  # one live hypothesis (<bos>) per sentence to start
+        best = torch.full((b,), -math.inf, device=device)  # best finished score / lp
+        done = torch.zeros(b, dtype=torch.bool, device=device)
+        for t in range(int(limits.max()) + 1):
+            logp = step(prefix).view(b, k, vocab)  # (B·K, V) -> (B, K, V)
+            forced = t >= limits  # (B,): only <eos> may follow (beats min_len)
+            if t < min_len:
+                logp[~forced, :, config.eos_id] = -math.inf
+            logp[forced] = logp[forced].index_fill(-1, _not(vocab, config.eos_id, device),
+                                                   -math.inf)
+            # (B, K, 1) + (B, K, V) -> (B, K·V): every extension of every live hypothesis
+            cand, idx = (scores[:, :, None] + logp).view(b, k * vocab).topk(2 * k, dim=1)
+            beam, token = idx // vocab, idx % vocab  # (B, 2K) each
+            rows = beam + torch.arange(b, device=device)[:, None] * k  # (B, 2K) rows of prefix
+            ends = (token == config.eos_id) & cand.isfinite()
+            ends[:, k:] = False  # only <eos> among the top K finishes a hypothesis
+            lp = length_penalty(t + 1, alpha)
+            for i, j in ends.nonzero().tolist():
+                if not done[i]:
+                    score = float(cand[i, j]) / lp
+                    finished[i].append((score, prefix[rows[i, j], 1:].tolist()))
+                    best[i] = max(float(best[i]), score)
+            # The K best candidates not ending in <eos> live on: (B, 2K) -> (B, K).
+            order = (ends.long() * 2 * k + torch.arange(2 * k, device=device)).argsort(dim=1)
+            keep = order[:, :k]
+            scores, token = cand.gather(1, keep), token.gather(1, keep)
+            rows = rows.gather(1, keep).view(-1)  # (B·K,)
+            prefix = torch.cat([prefix[rows], token.view(-1, 1)], dim=1)  # (B·K, t+2)
+            reorder(rows)
+            # Done when no live hypothesis can beat the best finished one any more.
+            bound = scores.max(1).values / length_penalty(limits + 1, alpha)  # (B,)
+            done |= (best >= bound) | forced
+            if bool(done.all()):
+                break
+    return [max(hyps)[1] for hyps in finished]
+
+
+def _not(vocab: int, token: int, device) -> torch.Tensor:
+    """Every id except ``token``: long ``(V - 1,)``."""
+    ids = torch.arange(vocab, device=device)
+    return ids[ids != token]
+
+
+def score_hypothesis(
+    model: Transformer, src_ids: torch.Tensor, hyp: Sequence[int], alpha: float = 0.6
+) -> float:
+    """``log P(hyp <eos> | src) / lp`` with ``lp = ((5 + |hyp| + 1) / 6)^α``, the score
+    :func:`beam_search` maximises. ``src_ids`` is one sentence, ``(S,)`` or ``(1, S)``."""
+    require_tensor(src_ids, "src_ids", ndim=(1, 2))
+    src = src_ids.view(1, -1) if src_ids.ndim == 1 else src_ids
+    require(src.shape[0] == 1, "src_ids", "one sentence, (S,) or (1, S)", tuple(src_ids.shape))
+    config = model.config
+    ids = torch.tensor([config.bos_id, *hyp, config.eos_id], device=src.device)[None]  # (1, n+2)
+    with _inference(model):
+        logp = torch.log_softmax(model(src, ids[:, :-1]).float(), dim=-1)  # (1, n+1, V)
+        total = logp.gather(-1, ids[:, 1:, None]).sum()  # log P of each next token, summed
+    return float(total) / length_penalty(len(hyp) + 1, alpha)

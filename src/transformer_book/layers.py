@@ -1,0 +1,282 @@
+"""The Transformer's layers and stacks (Vaswani et al., 2017, Section 3.1), built from
+:class:`~transformer_book.attention.MultiHeadAttention`.
+
+Section 3.1: "The encoder is composed of a stack of N = 6 identical layers. Each layer has two
+sub-layers. The first is a multi-head self-attention mechanism, and the second is a simple,
+position-wise fully connected feed-forward network. We employ a residual connection around
+each of the two sub-layers, followed by layer normalization. That is, the output of each
+sub-layer is LayerNorm(x + Sublayer(x))". "The decoder ... inserts a third sub-layer, which
+performs multi-head attention over the output of the encoder stack."
+
+Residual dropout (Section 5.4): "We apply dropout to the output of each sub-layer, before it
+is added to the sub-layer input and normalized."
+
+``norm_first=False`` (default) is the paper's post-LN ``LayerNorm(x + Dropout(Sublayer(x)))``;
+``norm_first=True`` is pre-LN ``x + Dropout(Sublayer(LayerNorm(x)))``. Each stack ends with a
+final LayerNorm in *both* cases, exactly as ``nn.Transformer`` builds its encoder and decoder
+(``encoder.norm`` / ``decoder.norm`` always exist there), so that its weights load one to one.
+With pre-LN that final norm is needed (the residual stream is never normalised otherwise);
+with post-LN it is an extra LayerNorm the paper does not have (harmless: it re-normalises an
+already normalised stream with a learned scale and shift).
+
+Masks are boolean, True = may attend (see :mod:`transformer_book.attention`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from transformer_book.attention import MultiHeadAttention
+from transformer_book.config import TransformerConfig
+from transformer_book.validation import require, require_positive_int
+
+__all__ = ["Decoder", "DecoderCache", "DecoderLayer", "Encoder", "EncoderLayer", "FeedForward"]
+
+KV = tuple[torch.Tensor, torch.Tensor]
+
+
+class FeedForward(nn.Module):
+    """Section 3.3, position-wise feed-forward network: ``FFN(x) = max(0, xW1 + b1)W2 + b2``.
+
+    "This consists of two linear transformations with a ReLU activation in between ... The
+    dimensionality of input and output is d_model = 512, and the inner-layer has
+    dimensionality d_ff = 2048." ``forward(x (B, L, d_model)) -> (B, L, d_model)``; the same
+    weights act on every position. (The paper puts no dropout inside; ``nn.Transformer``
+    does, which matters only in training.)
+    """
+
+    def __init__(self, d_model: int, d_ff: int) -> None:
+        super().__init__()
+        require_positive_int(d_model, "d_model")
+        require_positive_int(d_ff, "d_ff")
+        self.linear1 = nn.Linear(d_model, d_ff)  # W1, b1
+        self.linear2 = nn.Linear(d_ff, d_model)  # W2, b2
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        # (B, L, d_model) -> (B, L, d_ff) -> (B, L, d_model)
+        return self.linear2(F.relu(self.linear1(x)))
+
+
+class _Residual(nn.Module):
+    """Shared by both layer kinds: where the LayerNorm goes and the residual dropout."""
+
+    def __init__(self, config: TransformerConfig) -> None:
+        super().__init__()
+        self.norm_first = config.norm_first
+        self.dropout = nn.Dropout(config.dropout)
+
+    def _in(self, x: torch.Tensor, norm: nn.LayerNorm) -> torch.Tensor:
+        """The sub-layer's input: ``LayerNorm(x)`` for pre-LN, ``x`` for post-LN."""
+        return norm(x) if self.norm_first else x
+
+    def _out(self, x: torch.Tensor, sublayer_out: torch.Tensor, norm: nn.LayerNorm) -> torch.Tensor:
+        """``LayerNorm(x + Dropout(out))`` (post-LN) or ``x + Dropout(out)`` (pre-LN)."""
+        x = x + self.dropout(sublayer_out)
+        return x if self.norm_first else norm(x)
+
+
+class EncoderLayer(_Residual):
+    """One encoder layer: self-attention, then the feed-forward network (Section 3.1).
+
+    ``forward(x (B, S, d_model), mask=None, need_weights=False)`` -> ``(x (B, S, d_model),
+    weights (B, h, S, S) or None)``. ``mask`` (True = may attend) is usually the source
+    :func:`~transformer_book.attention.padding_mask` ``(B, 1, 1, S)``. ``need_weights`` runs
+    the teaching path of the attention and returns its weights.
+    """
+
+    def __init__(self, config: TransformerConfig) -> None:
+        super().__init__(config)
+        d, eps = config.d_model, config.layer_norm_eps
+        self.self_attn = MultiHeadAttention(d, config.num_heads, config.attention_dropout)
+        self.ffn = FeedForward(d, config.d_ff)
+        self.norm1 = nn.LayerNorm(d, eps=eps)
+        self.norm2 = nn.LayerNorm(d, eps=eps)
+
+    def forward(
+        self, x: torch.Tensor, mask: torch.Tensor | None = None, need_weights: bool = False
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        out, weights = self.self_attn(self._in(x, self.norm1), mask=mask,
+                                      need_weights=need_weights)
+        x = self._out(x, out, self.norm1)
+        x = self._out(x, self.ffn(self._in(x, self.norm2)), self.norm2)
+        return x, weights
+
+
+@dataclass
+class DecoderCache:
+    """Keys and values the decoder keeps between steps of incremental decoding.
+
+    ``self_kv[i]``: layer i's self-attention ``(k, v)``, each ``(B, h, t, d_k)``, extended
+    by the new tokens at every call. ``cross_kv[i]``: layer i's cross-attention ``(k, v)``,
+    each ``(B, h, S, d_k)``, projected from the encoder memory once (first call) and reused.
+    ``length`` is t, the number of target positions seen so far (the position offset).
+    """
+
+    self_kv: list[KV] = field(default_factory=list)
+    cross_kv: list[KV] = field(default_factory=list)
+
+    @property
+    def length(self) -> int:
+        return self.self_kv[0][0].shape[2] if self.self_kv else 0
+
+    @property
+    def batch_size(self) -> int | None:
+        return self.self_kv[0][0].shape[0] if self.self_kv else None
+
+    def reorder(self, index: torch.Tensor) -> None:
+        """Keep rows ``index`` (long ``(B',)``) of the self-attention cache (beam search).
+
+        Cross-attention k/v are left alone: they depend only on the source sentence, and
+        beam search reorders hypotheses within a sentence, never across sentences.
+        """
+        self.self_kv = [(k.index_select(0, index), v.index_select(0, index))
+                        for k, v in self.self_kv]
+
+    def select(self, index: torch.Tensor) -> None:
+        """Keep rows ``index`` of both the self- and the cross-attention cache."""
+        self.reorder(index)
+        self.cross_kv = [(k.index_select(0, index), v.index_select(0, index))
+                         for k, v in self.cross_kv]
+
+
+class DecoderLayer(_Residual):
+    """One decoder layer: masked self-attention, cross-attention over the encoder output,
+    then the feed-forward network (Section 3.1).
+
+    Section 3.2.3: "In 'encoder-decoder attention' layers, the queries come from the previous
+    decoder layer, and the memory keys and values come from the output of the encoder." The
+    self-attention is causal ("We also modify the self-attention sub-layer in the decoder
+    stack to prevent positions from attending to subsequent positions").
+
+    ``forward(x (B, T, d_model), memory (B, S, d_model), memory_mask=None, cache=None,
+    index=0, need_weights=False)`` -> ``(x (B, T, d_model), self_weights (B, h, T, t+T) or
+    None, cross_weights (B, h, T, S) or None)``. Without a cache ``x`` is the whole target
+    prefix and the causal mask comes from SDPA's ``is_causal``. With a
+    :class:`DecoderCache`, ``x`` holds only the new tokens: their keys/values are appended to
+    ``cache.self_kv[index]`` and the cross-attention k/v are projected once.
+
+    Target padding needs no key mask here: targets are right-padded, so the causal mask
+    already hides every pad from every real position (pad query rows are don't-care).
+    """
+
+    def __init__(self, config: TransformerConfig) -> None:
+        super().__init__(config)
+        d, h, eps = config.d_model, config.num_heads, config.layer_norm_eps
+        self.self_attn = MultiHeadAttention(d, h, config.attention_dropout)
+        self.cross_attn = MultiHeadAttention(d, h, config.attention_dropout)
+        self.ffn = FeedForward(d, config.d_ff)
+        self.norm1 = nn.LayerNorm(d, eps=eps)
+        self.norm2 = nn.LayerNorm(d, eps=eps)
+        self.norm3 = nn.LayerNorm(d, eps=eps)
+
+    def _self_attention(
+        self, h: torch.Tensor, cache: DecoderCache | None, index: int, need_weights: bool
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        if cache is None:
+            return self.self_attn(h, need_weights=need_weights, is_causal=True)
+        k, v = self.self_attn.project_kv(h)  # two (B, h, T_new, d_k)
+        if index < len(cache.self_kv):
+            past_k, past_v = cache.self_kv[index]
+            k, v = torch.cat([past_k, k], dim=2), torch.cat([past_v, v], dim=2)  # (B, h, t+T, d_k)
+            cache.self_kv[index] = (k, v)
+        else:
+            cache.self_kv.append((k, v))
+        t_new, t_all = h.shape[1], k.shape[2]
+        if t_new == 1:  # one new token sees the whole past: no mask at all
+            return self.self_attn(h, kv=(k, v), need_weights=need_weights)
+        if t_new == t_all:  # first call: plain top-left causal mask
+            return self.self_attn(h, kv=(k, v), need_weights=need_weights, is_causal=True)
+        # New query i sits at position t_all - t_new + i and sees keys 0 .. that position.
+        rows = torch.arange(t_all - t_new, t_all, device=h.device)[:, None]  # (T_new, 1)
+        mask = torch.arange(t_all, device=h.device)[None, :] <= rows  # (T_new, t+T_new)
+        return self.self_attn(h, kv=(k, v), mask=mask, need_weights=need_weights)
+
+    def forward(
+        self,
+        x: torch.Tensor,
+        memory: torch.Tensor,
+        memory_mask: torch.Tensor | None = None,
+        cache: DecoderCache | None = None,
+        index: int = 0,
+        need_weights: bool = False,
+    ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
+        out, self_weights = self._self_attention(self._in(x, self.norm1), cache, index,
+                                                 need_weights)
+        x = self._out(x, out, self.norm1)
+        h = self._in(x, self.norm2)
+        if cache is None:
+            out, cross_weights = self.cross_attn(h, memory, mask=memory_mask,
+                                                 need_weights=need_weights)
+        else:
+            if index >= len(cache.cross_kv):  # once per sentence: (B, h, S, d_k) twice
+                cache.cross_kv.append(self.cross_attn.project_kv(memory))
+            out, cross_weights = self.cross_attn(h, kv=cache.cross_kv[index], mask=memory_mask,
+                                                 need_weights=need_weights)
+        x = self._out(x, out, self.norm2)
+        x = self._out(x, self.ffn(self._in(x, self.norm3)), self.norm3)
+        return x, self_weights, cross_weights
+
+
+class Encoder(nn.Module):
+    """Section 3.1: "a stack of N = 6 identical layers", then a final LayerNorm (as in
+    ``nn.Transformer``; see the module docstring).
+
+    ``forward(x (B, S, d_model), mask=None, need_weights=False)`` -> ``(memory (B, S,
+    d_model), weights)`` with ``weights`` a list of N ``(B, h, S, S)`` (empty unless
+    ``need_weights``).
+    """
+
+    def __init__(self, config: TransformerConfig) -> None:
+        super().__init__()
+        self.layers = nn.ModuleList(EncoderLayer(config)
+                                    for _ in range(config.num_encoder_layers))
+        self.norm = nn.LayerNorm(config.d_model, eps=config.layer_norm_eps)
+
+    def forward(
+        self, x: torch.Tensor, mask: torch.Tensor | None = None, need_weights: bool = False
+    ) -> tuple[torch.Tensor, list[torch.Tensor]]:
+        weights = []
+        for layer in self.layers:
+            x, w = layer(x, mask, need_weights)
+            if need_weights:
+                weights.append(w)
+        return self.norm(x), weights
+
+
+class Decoder(nn.Module):
+    """Section 3.1: "The decoder is also composed of a stack of N = 6 identical layers",
+    then a final LayerNorm (as in ``nn.Transformer``).
+
+    ``forward(x (B, T, d_model), memory (B, S, d_model), memory_mask=None, cache=None,
+    need_weights=False)`` -> ``(y (B, T, d_model), self_weights, cross_weights)``, the
+    weight lists holding one ``(B, h, T, ·)`` tensor per layer when ``need_weights``.
+    """
+
+    def __init__(self, config: TransformerConfig) -> None:
+        super().__init__()
+        self.layers = nn.ModuleList(DecoderLayer(config)
+                                    for _ in range(config.num_decoder_layers))
+        self.norm = nn.LayerNorm(config.d_model, eps=config.layer_norm_eps)
+
+    def forward(
+        self,
+        x: torch.Tensor,
+        memory: torch.Tensor,
+        memory_mask: torch.Tensor | None = None,
+        cache: DecoderCache | None = None,
+        need_weights: bool = False,
+    ) -> tuple[torch.Tensor, list[torch.Tensor], list[torch.Tensor]]:
+        if cache is not None:
+            require(cache.batch_size in (None, x.shape[0]), "cache",
+                    f"a cache for batch size {x.shape[0]}", f"batch size {cache.batch_size}")
+        self_weights, cross_weights = [], []
+        for i, layer in enumerate(self.layers):
+            x, sw, cw = layer(x, memory, memory_mask, cache, i, need_weights)
+            if need_weights:
+                self_weights.append(sw)
+                cross_weights.append(cw)
+        return self.norm(x), self_weights, cross_weights

@@ -1,0 +1,208 @@
+"""Tests of transformer_book.decode: KV cache = no cache, beam 1 = greedy, beam search finds
+scores at least greedy's (and the optimum when the beam holds every hypothesis), EOS and
+length handling, batch independence, bad arguments."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from transformer_book.config import TransformerConfig
+from transformer_book.data.toy import make_toy_task, toy_batches
+from transformer_book.decode import beam_search, greedy_decode, length_penalty, score_hypothesis
+from transformer_book.model import Transformer
+
+F64 = torch.float64
+V = 16  # ids 0-3 are <pad> <bos> <eos> <unk>
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _one_thread():
+    """Small tensors: one intra-op thread avoids spin-waiting on a shared 2-core machine."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+def tiny(vocab: int = V, seed: int = 0, **overrides) -> Transformer:
+    torch.manual_seed(seed)
+    config = TransformerConfig.preset("tiny", vocab, **{"dropout": 0.0, "max_len": 64, **overrides})
+    return Transformer(config).eval()
+
+
+@pytest.fixture(scope="module")
+def trained() -> Transformer:
+    """A tiny model trained briefly on the copy task: confident but not perfect."""
+    m = tiny()
+    optimizer = torch.optim.Adam(m.parameters(), lr=3e-3, betas=(0.9, 0.98))
+    m.train()
+    for src, tgt in toy_batches(make_toy_task("copy", 32 * 40, 1, 6, V, seed=0), 32):
+        loss = F.cross_entropy(m(src, tgt[:, :-1]).reshape(-1, V), tgt[:, 1:].reshape(-1),
+                               ignore_index=0)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    return m.eval()
+
+
+@pytest.fixture(scope="module")
+def sources() -> torch.Tensor:
+    src, _ = toy_batches(make_toy_task("copy", 6, 2, 7, V, seed=1), 6)[0]
+    return src  # (6, S), right-padded
+
+
+# ----------------------------------------------------------------------------- KV cache
+
+
+@pytest.mark.parametrize("norm_first", [False, True])
+def test_step_by_step_cached_logits_equal_full_logits(norm_first: bool) -> None:
+    m = tiny(norm_first=norm_first).to(F64)
+    src = torch.tensor([[5, 6, 7, 8, 0], [9, 10, 0, 0, 0]])
+    tgt = torch.tensor([[1, 4, 9, 11, 2, 6], [1, 12, 3, 3, 5, 7]])
+    with torch.no_grad():
+        memory = m.encode(src)
+        full = m.decode(tgt, memory, src)  # (B, T, V)
+        cache = m.new_cache()
+        steps = [m.decode(tgt[:, t : t + 1], memory, src, cache=cache) for t in range(6)]
+    torch.testing.assert_close(torch.cat(steps, dim=1), full, rtol=1e-12, atol=1e-12)
+    assert cache.length == 6 and len(cache.cross_kv) == 2
+    assert cache.cross_kv[0][0].shape == (2, 4, 5, 16)  # (B, h, S, d_k), projected once
+
+
+def test_greedy_with_cache_equals_without(trained: Transformer, sources: torch.Tensor) -> None:
+    cached = greedy_decode(trained, sources, max_len=10)
+    assert cached == greedy_decode(trained, sources, max_len=10, use_cache=False)
+
+
+def test_beam_with_cache_equals_without(trained: Transformer, sources: torch.Tensor) -> None:
+    args = dict(beam_size=3, max_len_a=1.0, max_len_b=3)
+    assert beam_search(trained, sources, **args) == \
+        beam_search(trained, sources, use_cache=False, **args)
+
+
+# ----------------------------------------------------------------------------- search quality
+
+
+def test_beam_of_one_without_length_penalty_is_greedy(trained: Transformer,
+                                                      sources: torch.Tensor) -> None:
+    greedy = greedy_decode(trained, sources, max_len=9)
+    assert beam_search(trained, sources, beam_size=1, alpha=0.0, max_len_a=0.0,
+                       max_len_b=9) == greedy
+    random_model = tiny(seed=3)
+    assert beam_search(random_model, sources, beam_size=1, alpha=0.0, max_len_a=0.0,
+                       max_len_b=9) == greedy_decode(random_model, sources, max_len=9)
+
+
+@pytest.mark.parametrize("alpha", [0.0, 0.6])
+def test_beam_search_scores_at_least_as_well_as_greedy(trained: Transformer,
+                                                       sources: torch.Tensor,
+                                                       alpha: float) -> None:
+    """Not a theorem for a beam of 4, but what beam search is for: checked on 12 sentences
+    and two models (trained, random) under the same score log P / lp."""
+    for m in (trained, tiny(seed=4)):
+        greedy = greedy_decode(m, sources, max_len=12)
+        beams = beam_search(m, sources, beam_size=4, alpha=alpha, max_len_a=0.0, max_len_b=12)
+        for i, (g, b) in enumerate(zip(greedy, beams, strict=True)):
+            s_beam = score_hypothesis(m, sources[i], b, alpha)
+            s_greedy = score_hypothesis(m, sources[i], g, alpha)
+            assert s_beam >= s_greedy - 1e-5, (i, b, g, s_beam, s_greedy)
+
+
+def test_a_beam_holding_every_hypothesis_finds_the_best_one() -> None:
+    """Vocabulary {<eos>, 3, 4, 5}, at most 3 tokens: 40 hypotheses, checked exhaustively."""
+    m = tiny(vocab=6, seed=5)
+    src = torch.tensor([[3, 4, 5, 4], [5, 5, 0, 0]])
+    hyps = [list(h) for n in range(4) for h in itertools.product((3, 4, 5), repeat=n)]
+    log_p = [{tuple(h): score_hypothesis(m, src[i], h, alpha=0.0) for h in hyps} for i in range(2)]
+    for alpha in (0.0, 0.6, 2.0):
+        found = beam_search(m, src, beam_size=27, alpha=alpha, max_len_a=0.0, max_len_b=3)
+        for i in range(2):
+            best = max(hyps, key=lambda h: log_p[i][tuple(h)] / length_penalty(len(h) + 1, alpha))
+            assert found[i] == best, (alpha, i)
+
+
+def test_length_penalty_is_wu_et_al() -> None:
+    assert length_penalty(1, 0.6) == 1.0
+    assert length_penalty(7, 0.6) == pytest.approx(2**0.6)
+    assert length_penalty(30, 0.0) == 1.0
+
+
+# ----------------------------------------------------------------------------- EOS and length
+
+
+def test_eos_stops_each_sentence_and_is_never_returned(trained: Transformer,
+                                                       sources: torch.Tensor) -> None:
+    for out in (greedy_decode(trained, sources), beam_search(trained, sources)):
+        assert len({len(o) for o in out}) > 1, "every sentence ran to the same length"
+        assert all(t >= 3 for o in out for t in o), "a special token in the output"
+        assert sum(len(o) < 20 for o in out) >= 4, "sentences did not stop at <eos>"
+
+
+def test_immediate_eos_gives_empty_outputs_and_min_len_delays_it(
+        sources: torch.Tensor) -> None:
+    m = tiny()
+    with torch.no_grad():
+        m.generator.bias[m.config.eos_id] = 50.0  # <eos> always wins
+    assert greedy_decode(m, sources) == [[]] * 6
+    assert beam_search(m, sources) == [[]] * 6
+    assert all(len(o) == 3 for o in greedy_decode(m, sources, min_len=3))
+    assert all(len(o) == 3 for o in beam_search(m, sources, min_len=3))
+
+
+def test_maximum_lengths_follow_section_6_1() -> None:
+    m = tiny()
+    with torch.no_grad():
+        m.generator.bias[m.config.eos_id] = -50.0  # <eos> never wins
+    src = torch.tensor([[5, 6, 7, 0, 0, 0, 0, 0, 0, 0], [5] * 10])
+    assert [len(o) for o in greedy_decode(m, src)] == [53, 60]  # source length + 50
+    assert [len(o) for o in greedy_decode(m, src, max_len=4)] == [4, 4]
+    assert [len(o) for o in beam_search(m, src, max_len_a=1.0, max_len_b=2)] == [5, 12]
+    short = tiny(max_len=20)
+    with torch.no_grad():
+        short.generator.bias[short.config.eos_id] = -50.0
+    assert [len(o) for o in greedy_decode(short, src)] == [19, 19]  # capped by positions
+    assert [len(o) for o in beam_search(short, src, beam_size=2)] == [19, 19]
+
+
+def test_decoding_is_batch_independent(trained: Transformer, sources: torch.Tensor) -> None:
+    greedy = greedy_decode(trained, sources)
+    beams = beam_search(trained, sources, beam_size=3)
+    for i in range(sources.shape[0]):
+        one = sources[i : i + 1, : int((sources[i] != 0).sum())]
+        assert greedy_decode(trained, one) == [greedy[i]]
+        assert beam_search(trained, one, beam_size=3) == [beams[i]]
+
+
+def test_decoding_restores_training_mode_and_tracks_no_gradients(sources: torch.Tensor) -> None:
+    m = tiny(dropout=0.5).train()
+    assert greedy_decode(m, sources, max_len=5) == greedy_decode(m, sources, max_len=5)
+    assert m.training
+    assert beam_search(m, sources, max_len_b=3) == beam_search(m, sources, max_len_b=3)
+    assert m.training
+
+
+# ----------------------------------------------------------------------------- bad input
+
+
+def test_bad_arguments_raise_value_errors(sources: torch.Tensor) -> None:
+    m = tiny()
+    with pytest.raises(ValueError, match="beam_size: expected an integer >= 1, received 0"):
+        beam_search(m, sources, beam_size=0)
+    with pytest.raises(ValueError, match="alpha: expected a number >= 0, received -1"):
+        beam_search(m, sources, alpha=-1)
+    with pytest.raises(ValueError, match="max_len_b: expected an integer >= 0"):
+        beam_search(m, sources, max_len_b=-2)
+    with pytest.raises(ValueError, match=r"max_len: expected at most 63 \(config.max_len=64\)"):
+        greedy_decode(m, sources, max_len=65)
+    with pytest.raises(ValueError, match="min_len: expected an integer >= 0"):
+        greedy_decode(m, sources, min_len=-1)
+    with pytest.raises(ValueError, match="src_ids: expected an integer tensor"):
+        greedy_decode(m, sources.float())
+    with pytest.raises(ValueError, match="model: expected a transformer_book Transformer"):
+        greedy_decode(torch.nn.Linear(2, 2), sources)
+    with pytest.raises(ValueError, match=r"src_ids: expected one sentence"):
+        score_hypothesis(m, sources, [4, 5])

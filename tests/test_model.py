@@ -1,0 +1,297 @@
+"""Tests of transformer_book.model and transformer_book.layers: equal to nn.Transformer,
+causal masking, padding, batch independence, teaching path = fast path, a toy task learned."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from transformer_book.config import TransformerConfig
+from transformer_book.data.toy import make_toy_task, toy_batches
+from transformer_book.layers import DecoderCache, EncoderLayer, FeedForward
+from transformer_book.model import Transformer, count_parameters, cross_attention_weights
+from transformer_book.positional import sinusoidal_encoding
+
+F64 = torch.float64
+V = 23
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _one_thread():
+    """Small tensors: one intra-op thread avoids spin-waiting on a shared 2-core machine."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+def config(**overrides) -> TransformerConfig:
+    return TransformerConfig.preset("tiny", V, **{"dropout": 0.0, "max_len": 32, **overrides})
+
+
+def model(seed: int = 0, **overrides) -> Transformer:
+    torch.manual_seed(seed)
+    return Transformer(config(**overrides)).to(F64).eval()
+
+
+def ids(b: int, length: int, seed: int, lengths: list[int] | None = None) -> torch.Tensor:
+    """Random real tokens (>= 3) right-padded with 0 to the given lengths."""
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randint(3, V, (b, length), generator=g)
+    for row, n in enumerate(lengths or []):
+        x[row, n:] = 0
+    return x
+
+
+# ----------------------------------------------------------------------------- parameters
+
+
+def test_base_model_has_about_65_million_parameters_63121544() -> None:
+    """Table 3: the base model has 65 × 10^6 parameters (shared 37000-token vocabulary)."""
+    base = Transformer(TransformerConfig.preset("base", 37000))
+    n = count_parameters(base)
+    assert n == 63_121_544, n
+    assert abs(n - 65e6) < 2e6, f"{n} parameters, paper says 65M"
+
+
+def test_tied_embeddings_are_one_matrix_and_untied_are_three() -> None:
+    tied = model()
+    assert tied.src_embed.weight is tied.tgt_embed.weight is tied.generator.weight
+    untied = model(tie_embeddings=False)
+    ws = {id(untied.src_embed.weight), id(untied.tgt_embed.weight), id(untied.generator.weight)}
+    assert len(ws) == 3
+    d = tied.config.d_model
+    assert count_parameters(untied) - count_parameters(tied) == 2 * V * d
+
+
+def test_feed_forward_is_relu_between_two_linears() -> None:
+    torch.manual_seed(0)
+    ffn = FeedForward(8, 32).to(F64)
+    x = torch.randn(2, 5, 8, dtype=F64)
+    expected = torch.clamp(x @ ffn.linear1.weight.T + ffn.linear1.bias, min=0) \
+        @ ffn.linear2.weight.T + ffn.linear2.bias  # max(0, xW1 + b1)W2 + b2
+    torch.testing.assert_close(ffn(x), expected)
+
+
+def test_post_ln_layer_output_is_normalised_and_pre_ln_is_not() -> None:
+    torch.manual_seed(0)
+    x = 3 * torch.randn(2, 6, 64, dtype=F64) + 1
+    post = EncoderLayer(config()).to(F64).eval()
+    out, weights = post(x)
+    assert weights is None
+    torch.testing.assert_close(out.mean(-1), torch.zeros(2, 6, dtype=F64), atol=1e-6, rtol=0)
+    pre, _ = EncoderLayer(config(norm_first=True)).to(F64).eval()(x)
+    assert pre.mean(-1).abs().max() > 0.1  # pre-LN: the residual stream keeps its mean
+
+
+# ----------------------------------------------------------------------------- nn.Transformer
+
+
+def reference(norm_first: bool, seed: int = 0):
+    """nn.Transformer + shared embedding + tied generator (with bias), float64, dropout off."""
+    cfg = config(norm_first=norm_first)
+    torch.manual_seed(seed)
+    ref = nn.Transformer(cfg.d_model, cfg.num_heads, cfg.num_encoder_layers,
+                         cfg.num_decoder_layers, cfg.d_ff, dropout=0.0, batch_first=True,
+                         norm_first=norm_first).to(F64).eval()
+    embedding = nn.Embedding(V, cfg.d_model).to(F64)
+    generator = nn.Linear(cfg.d_model, V).to(F64)
+    generator.weight = embedding.weight
+    # Our sinusoidal table is stored in float32 (then cast); use the same rounding here.
+    pe = sinusoidal_encoding(cfg.max_len, cfg.d_model).to(F64)
+
+    def forward(src: torch.Tensor, tgt: torch.Tensor) -> torch.Tensor:
+        def embed(x: torch.Tensor) -> torch.Tensor:
+            return embedding(x) * math.sqrt(cfg.d_model) + pe[: x.shape[1]]
+
+        t = tgt.shape[1]
+        with torch.no_grad():
+            h = ref(embed(src), embed(tgt),
+                    tgt_mask=torch.ones(t, t, dtype=torch.bool).triu(1),  # True = masked
+                    src_key_padding_mask=src == 0, tgt_key_padding_mask=tgt == 0,
+                    memory_key_padding_mask=src == 0)
+            return generator(h)
+
+    return cfg, ref, embedding, generator, forward
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")
+@pytest.mark.parametrize("norm_first", [False, True], ids=["post-LN", "pre-LN"])
+def test_equals_nn_transformer_on_padded_batches(norm_first: bool) -> None:
+    cfg, ref, embedding, generator, forward = reference(norm_first)
+    ours = Transformer.from_torch(ref, embedding, generator, cfg).eval()
+    src = ids(4, 9, seed=1, lengths=[9, 4, 7, 1])
+    tgt = ids(4, 7, seed=2, lengths=[7, 7, 3, 5])
+    with torch.no_grad():
+        got = ours(src, tgt)
+    expected = forward(src, tgt)
+    assert got.shape == (4, 7, V)
+    real = tgt != 0  # padded query rows are don't-care (nn.Transformer's fast path differs)
+    torch.testing.assert_close(got[real], expected[real], rtol=1e-10, atol=1e-10)
+
+
+def test_from_torch_rejects_a_mismatched_config() -> None:
+    cfg, ref, embedding, generator, _ = reference(norm_first=False)
+    with pytest.raises(ValueError, match="norm_first=True"):
+        Transformer.from_torch(ref, embedding, generator, cfg.replace(norm_first=True))
+    with pytest.raises(ValueError, match="3 \\+ 2 layers"):
+        Transformer.from_torch(ref, embedding, generator, cfg.replace(num_encoder_layers=3))
+    untied = nn.Linear(cfg.d_model, V).to(F64)
+    with pytest.raises(ValueError, match="generator: expected weights equal"):
+        Transformer.from_torch(ref, embedding, untied, cfg)
+    with pytest.raises(ValueError, match=r"transformer: expected an nn\.Transformer"):
+        Transformer.from_torch(ref.encoder, embedding, generator, cfg)
+    ours = Transformer.from_torch(ref, embedding, untied, cfg.replace(tie_embeddings=False))
+    torch.testing.assert_close(ours.generator.weight, untied.weight)
+
+
+# ----------------------------------------------------------------------------- invariants
+
+
+def test_changing_future_target_tokens_leaves_earlier_logits_unchanged() -> None:
+    m = model()
+    src, tgt = ids(2, 6, seed=3), ids(2, 8, seed=4)
+    changed = tgt.clone()
+    changed[:, 5:] = ids(2, 3, seed=5)
+    with torch.no_grad():
+        a, b = m(src, tgt), m(src, changed)
+    torch.testing.assert_close(a[:, :5], b[:, :5])
+    assert not torch.allclose(a[:, 5:], b[:, 5:])
+
+
+@pytest.mark.parametrize("norm_first", [False, True])
+def test_appending_padding_does_not_change_real_positions(norm_first: bool) -> None:
+    m = model(norm_first=norm_first)
+    src, tgt = ids(3, 5, seed=6, lengths=[5, 3, 4]), ids(3, 6, seed=7, lengths=[6, 2, 4])
+    padded_src = torch.cat([src, torch.zeros(3, 4, dtype=torch.long)], dim=1)
+    padded_tgt = torch.cat([tgt, torch.zeros(3, 2, dtype=torch.long)], dim=1)
+    with torch.no_grad():
+        a = m(src, tgt)
+        b = m(padded_src, padded_tgt)
+        memory = m.encode(padded_src)
+    real = tgt != 0
+    torch.testing.assert_close(a[real], b[:, :6][real])
+    torch.testing.assert_close(memory[:, :5][src != 0], m.encode(src)[src != 0])
+
+
+def test_each_sentence_is_independent_of_the_rest_of_the_batch() -> None:
+    m = model()
+    src, tgt = ids(4, 7, seed=8, lengths=[7, 2, 5, 6]), ids(4, 5, seed=9, lengths=[5, 4, 2, 5])
+    with torch.no_grad():
+        batched = m(src, tgt)
+        for i in range(4):
+            s, t = src[i : i + 1], tgt[i : i + 1]
+            s, t = s[:, : int((s != 0).sum())], t[:, : int((t != 0).sum())]
+            torch.testing.assert_close(batched[i, : t.shape[1]], m(s, t)[0])
+
+
+def test_a_fully_padded_source_gives_finite_logits() -> None:
+    m = model()
+    src = torch.zeros(2, 4, dtype=torch.long)
+    src[0, :2] = 5
+    with torch.no_grad():
+        assert torch.isfinite(m(src, ids(2, 3, seed=10))).all()
+
+
+@pytest.mark.parametrize("positional", ["sinusoidal", "learned"])
+def test_teaching_path_equals_fast_path_and_returns_weights(positional: str) -> None:
+    m = model(positional=positional)
+    src, tgt = ids(3, 6, seed=11, lengths=[6, 2, 4]), ids(3, 5, seed=12, lengths=[5, 3, 5])
+    with torch.no_grad():
+        fast = m.decode(tgt, m.encode(src), src)
+        memory, enc_w = m.encode(src, return_attention=True)
+        slow, dec_w = m.decode(tgt, memory, src, return_attention=True)
+    torch.testing.assert_close(slow, fast)
+    assert len(enc_w) == 2 and enc_w[0].shape == (3, 4, 6, 6)
+    assert dec_w["self"][0].shape == (3, 4, 5, 5) and dec_w["cross"][1].shape == (3, 4, 5, 6)
+    assert torch.all(dec_w["self"][0].triu(1) == 0), "self-attention looked ahead"
+    assert torch.all(enc_w[0][1, :, :, 2:] == 0), "attention to source padding"
+
+
+def test_cross_attention_weights_for_plots() -> None:
+    m = model()
+    src, tgt = ids(2, 6, seed=13, lengths=[6, 3]), ids(2, 4, seed=14)
+    maps = cross_attention_weights(m, src, tgt)
+    assert maps.shape == (2, 2, 4, 4, 6)  # (layers, B, h, T, S)
+    torch.testing.assert_close(maps.sum(-1), torch.ones(2, 2, 4, 4, dtype=F64))
+    assert torch.all(maps[:, 1, :, :, 3:] == 0)
+
+
+def test_cached_decoding_accepts_chunks() -> None:
+    m = model()
+    src, tgt = ids(2, 5, seed=15, lengths=[5, 3]), ids(2, 7, seed=16)
+    with torch.no_grad():
+        memory = m.encode(src)
+        full = m.decode(tgt, memory, src)
+        cache = m.new_cache()
+        parts = [m.decode(tgt[:, a:b], memory, src, cache=cache)
+                 for a, b in ((0, 3), (3, 4), (4, 7))]
+    assert isinstance(cache, DecoderCache) and cache.length == 7
+    torch.testing.assert_close(torch.cat(parts, dim=1), full)
+
+
+def test_dropout_is_active_in_training_mode_only() -> None:
+    m = model(dropout=0.3)
+    src, tgt = ids(2, 5, seed=17), ids(2, 5, seed=18)
+    with torch.no_grad():
+        torch.testing.assert_close(m(src, tgt), m(src, tgt))
+        m.train()
+        assert not torch.allclose(m(src, tgt), m(src, tgt))
+
+
+# ----------------------------------------------------------------------------- bad input
+
+
+def test_bad_ids_raise_value_errors_naming_the_argument() -> None:
+    m = model()
+    good = ids(2, 4, seed=19)
+    memory = m.encode(good)
+    with pytest.raises(ValueError, match=r"src_ids: expected token ids in \[0, vocab_size=23\), "
+                                         r"received min -1, max 22"):
+        m(torch.tensor([[-1, 22]]), good[:1])
+    with pytest.raises(ValueError, match=r"tgt_ids: .*received min 3, max 23"):
+        m(good, torch.tensor([[3, 23], [4, 5]]))
+    with pytest.raises(ValueError, match="src_ids: expected at most max_len=32 positions "
+                                         r"\(an error, not truncation\), received length 33"):
+        m(torch.full((1, 33), 4), good[:1])
+    with pytest.raises(ValueError, match="tgt_ids: expected an integer tensor"):
+        m(good, good.float())
+    with pytest.raises(ValueError, match="src_ids: expected a 2-D tensor"):
+        m(good[0], good)
+    with pytest.raises(ValueError, match="tgt_ids: expected batch size 2"):
+        m(good, good[:1])
+    with pytest.raises(ValueError, match="memory: expected shape"):
+        m.decode(good, memory[:, :3], good)
+    cache = m.new_cache()
+    m.decode(good[:, :1], memory, good, cache=cache)
+    with pytest.raises(ValueError, match="cache: expected a cache for batch size 1"):
+        m.decode(good[:1, :1], memory[:1], good[:1], cache=cache)
+    with pytest.raises(ValueError, match="received length 32 after 1 cached positions"):
+        m.decode(torch.full((2, 32), 4), memory, good, cache=cache)
+    with pytest.raises(ValueError, match="config: expected a TransformerConfig"):
+        Transformer({"vocab_size": 10})
+
+
+# ----------------------------------------------------------------------------- learning
+
+
+def test_tiny_preset_learns_to_copy_short_sequences() -> None:
+    """Loss on the copy task falls from ~log(V) to a small fraction of it in ~80 steps."""
+    torch.manual_seed(0)
+    m = Transformer(TransformerConfig.preset("tiny", 16, dropout=0.0))
+    optimizer = torch.optim.Adam(m.parameters(), lr=3e-3, betas=(0.9, 0.98))
+    losses = []
+    for src, tgt in toy_batches(make_toy_task("copy", 48 * 80, 1, 6, 16, seed=0), 48):
+        logits = m(src, tgt[:, :-1])
+        loss = F.cross_entropy(logits.reshape(-1, 16), tgt[:, 1:].reshape(-1), ignore_index=0)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        losses.append(loss.item())
+    first, last = sum(losses[:5]) / 5, sum(losses[-5:]) / 5
+    assert last < 0.3 * first, f"loss {first:.2f} -> {last:.2f}"
+    print(f"copy task: loss {first:.2f} -> {last:.2f}")
