@@ -4,6 +4,17 @@ Subcommands::
 
     transformer-book env                          # versions, device, threads
     transformer-book assignments --out DIR        # student notebooks (solutions stripped)
+    transformer-book train --config configs/small.toml [--out runs/small] [--results results]
+                           [--max-steps N] [--max-minutes M] [--no-resume] [--device D]
+                           [--bleu-sentences 200] [--val-sentences K] [--quiet]
+    transformer-book translate "Ein Mann fährt Fahrrad." --checkpoint runs/small [--beam 4]
+    transformer-book translate - --checkpoint runs/small < sentences.txt
+    transformer-book evaluate --checkpoint runs/small --split test_2016_flickr --beam 4
+                              [--average 5] [--limit K] [--results results]
+
+Errors in what was asked (bad config, unknown keys, empty input, corrupted or mismatched
+checkpoints) print ``transformer-book <cmd>: error: ...`` and exit with code 2; a training
+loss that becomes NaN/inf exits with code 1 and a diagnostic.
 
 Each subcommand is a function ``_cmd_<name>(args) -> int`` registered in
 :func:`build_parser`.
@@ -13,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import time
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -34,6 +46,118 @@ def _cmd_assignments(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_train(args: argparse.Namespace) -> int:
+    from transformer_book.config import load_run_config
+    from transformer_book.train.loop import train
+
+    config = load_run_config(args.config)
+    if args.max_steps is not None:
+        config.train.max_steps = args.max_steps
+    if args.max_minutes is not None:
+        config.train.max_minutes = args.max_minutes
+    config.validate(f"{args.config} (with command-line overrides)")
+    name = Path(args.config).stem
+    result = train(config, args.out or Path("runs") / name, resume=not args.no_resume,
+                   progress=not args.quiet, device=args.device, results_dir=args.results,
+                   name=name, command=args.argv, bleu_sentences=args.bleu_sentences,
+                   val_sentences=args.val_sentences)
+    print(f"final checkpoint: {result.final_checkpoint}")
+    if result.record_path is not None:
+        print(f"record: {result.record_path}")
+    return 0
+
+
+def _read_sentences(sentences: list[str]) -> list[str]:
+    """The positional sentences, with ``-`` replaced by the lines of standard input."""
+    from transformer_book.validation import require
+
+    out: list[str] = []
+    for item in sentences:
+        out.extend(sys.stdin.read().splitlines() if item == "-" else [item])
+    require(bool(out), "sentences", "at least one sentence (or - with lines on stdin)", "none")
+    for i, text in enumerate(out):
+        require(text.strip() != "", f"sentences[{i}]", "a non-empty sentence", repr(text))
+    return out
+
+
+def _cmd_translate(args: argparse.Namespace) -> int:
+    from transformer_book.train.translate import load_trained, translate
+
+    sentences = _read_sentences(args.sentences)
+    trained = load_trained(args.checkpoint, device=args.device)
+    for line in translate(trained, sentences, beam_size=args.beam, alpha=args.alpha):
+        print(line)
+    return 0
+
+
+def _cmd_evaluate(args: argparse.Namespace) -> int:
+    from transformer_book.data.multi30k import load_multi30k
+    from transformer_book.data.tokenizer import atomic_write_text
+    from transformer_book.evaluate import corpus_bleu
+    from transformer_book.train.records import (
+        command_line,
+        git_commit,
+        hardware_info,
+        write_record,
+    )
+    from transformer_book.train.translate import load_trained, translate
+    from transformer_book.validation import require_positive_int
+
+    if args.limit is not None:
+        require_positive_int(args.limit, "--limit")
+    if args.average is not None:
+        require_positive_int(args.average, "--average")
+    started = time.perf_counter()
+    trained = load_trained(args.checkpoint, device=args.device, average=args.average)
+    data = trained.run_config.data
+    pairs = load_multi30k(args.split, data.src, data.tgt, data.data_dir)[: args.limit]
+    dec = trained.run_config.decode
+    beam = args.beam or dec.beam_size
+    alpha = dec.alpha if args.alpha is None else args.alpha
+    decode_started = time.perf_counter()
+    hypotheses = translate(trained, [s for s, _ in pairs], beam_size=beam, alpha=alpha,
+                           argument=f"{args.split} sentences")
+    decode_seconds = time.perf_counter() - decode_started
+    bleu = corpus_bleu(hypotheses, [t for _, t in pairs])
+    print(bleu)
+    if args.hypotheses is not None:
+        atomic_write_text(args.hypotheses, "\n".join(hypotheses) + "\n")
+    run_name = trained.checkpoints[-1].parent.name
+    record = {
+        "kind": "evaluate",
+        "command": command_line(args.argv),
+        "git": git_commit(),
+        "hardware": hardware_info(next(trained.model.parameters()).device),
+        "checkpoints": [str(p) for p in trained.checkpoints],
+        "averaged": len(trained.checkpoints),
+        "step": trained.step,
+        "split": args.split,
+        "languages": f"{data.src}-{data.tgt}",
+        "limit": args.limit,
+        "num_hypotheses": len(hypotheses),
+        "decoding": {"beam_size": beam, "alpha": alpha, "max_len_a": dec.max_len_a,
+                     "max_len_b": dec.max_len_b,
+                     "method": "greedy" if beam == 1 else "beam search"},
+        "bleu": bleu.score,
+        "signature": bleu.signature,
+        "bleu_lowercase_intl": bleu.lowercase_intl_score,
+        "lowercase_intl_signature": bleu.lowercase_intl_signature,
+        "precisions": list(bleu.precisions),
+        "brevity_penalty": bleu.brevity_penalty,
+        "hyp_len": bleu.hyp_len,
+        "ref_len": bleu.ref_len,
+        "decode_seconds": decode_seconds,
+        "wall_seconds": time.perf_counter() - started,
+        "examples": [{"source": s, "reference": t, "hypothesis": h}
+                     for (s, t), h in list(zip(pairs, hypotheses, strict=True))[:5]],
+        "model_config": trained.model_config.to_dict(),
+    }
+    if args.results is not None:
+        path = write_record(args.results, "evaluate", f"{run_name}-{args.split}", record)
+        print(f"record: {path}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="transformer-book",
@@ -52,18 +176,76 @@ def build_parser() -> argparse.ArgumentParser:
         "--source", type=Path, default=Path("notebooks"), help="folder of source notebooks"
     )
     assignments.set_defaults(run=_cmd_assignments)
+
+    train = commands.add_parser(
+        "train", help="train a translation model (Section 5) from a TOML config")
+    train.add_argument("--config", required=True, type=Path,
+                       help="run config, e.g. configs/small.toml")
+    train.add_argument("--out", type=Path, default=None,
+                       help="run folder for tokenizer and checkpoints (default runs/<config>)")
+    train.add_argument("--results", type=Path, default=Path("results"),
+                       help="folder for the JSON record (default results)")
+    train.add_argument("--max-steps", type=int, default=None, help="override [train] max_steps")
+    train.add_argument("--max-minutes", type=float, default=None,
+                       help="override [train] max_minutes")
+    train.add_argument("--no-resume", action="store_true",
+                       help="start from scratch (refused if --out holds checkpoints)")
+    train.add_argument("--device", default=None, help="cpu, cuda, cuda:1, mps (default: best)")
+    train.add_argument("--bleu-sentences", type=int, default=200,
+                       help="val sentences decoded for greedy BLEU at each evaluation "
+                            "(default 200; 0 = no BLEU)")
+    train.add_argument("--val-sentences", type=int, default=None,
+                       help="val pairs for the validation loss (default: all)")
+    train.add_argument("--quiet", action="store_true", help="no progress bar")
+    train.set_defaults(run=_cmd_train)
+
+    translate = commands.add_parser("translate", help="translate sentences with a checkpoint")
+    translate.add_argument("sentences", nargs="+",
+                           help="source sentences; - reads one sentence per line from stdin")
+    translate.add_argument("--checkpoint", required=True, type=Path,
+                           help="a checkpoint folder or a run folder (its newest checkpoint)")
+    translate.add_argument("--beam", type=int, default=None,
+                           help="beam size (1 = greedy; default: the config's [decode])")
+    translate.add_argument("--alpha", type=float, default=None, help="length penalty α")
+    translate.add_argument("--device", default=None, help="cpu, cuda, ... (default cpu)")
+    translate.set_defaults(run=_cmd_translate)
+
+    evaluate = commands.add_parser(
+        "evaluate", help="BLEU of a checkpoint on a Multi30k split (Section 6.1)")
+    evaluate.add_argument("--checkpoint", required=True, type=Path,
+                          help="a checkpoint folder or a run folder (its newest checkpoint)")
+    evaluate.add_argument("--split", default="test_2016_flickr",
+                          help="val or test_2016_flickr (default)")
+    evaluate.add_argument("--beam", type=int, default=None,
+                          help="beam size (1 = greedy; default: the config's [decode])")
+    evaluate.add_argument("--alpha", type=float, default=None, help="length penalty α")
+    evaluate.add_argument("--average", type=int, default=None,
+                          help="average the last N checkpoints of the run folder")
+    evaluate.add_argument("--limit", type=int, default=None,
+                          help="only the first K sentences")
+    evaluate.add_argument("--results", type=Path, default=Path("results"),
+                          help="folder for the JSON record (default results)")
+    evaluate.add_argument("--hypotheses", type=Path, default=None,
+                          help="also write the translations here, one per line")
+    evaluate.add_argument("--device", default=None, help="cpu, cuda, ... (default cpu)")
+    evaluate.set_defaults(run=_cmd_evaluate)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``transformer-book`` console script."""
     parser = build_parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
     args = parser.parse_args(argv)
+    args.argv = ["transformer-book", *argv]
     try:
         return int(args.run(args))
     except ValueError as error:
         print(f"transformer-book {args.command}: error: {error}", file=sys.stderr)
         return 2
+    except FloatingPointError as error:  # train.loop.NonFiniteLossError
+        print(f"transformer-book {args.command}: error: {error}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

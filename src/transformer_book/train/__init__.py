@@ -1,6 +1,8 @@
 """Training: the objective and schedule (Sections 5.3-5.4) and checkpoints (Section 6.1).
 
-The training loop itself lives in ``transformer_book.train.loop``.
+The training loop (Section 5) is ``transformer_book.train.loop``; it uses ``corpus``
+(Multi30k -> BPE ids), ``runtime`` (mixed precision, DDP) and ``records`` (JSON run
+records). ``translate`` loads a trained checkpoint and translates with it.
 """
 
 from transformer_book.train.checkpoint import (
@@ -13,6 +15,8 @@ from transformer_book.train.checkpoint import (
     restore_rng_state,
     save_checkpoint,
 )
+from transformer_book.train.corpus import PreparedData, prepare_data
+from transformer_book.train.loop import NonFiniteLossError, TrainingResult, train
 from transformer_book.train.objective import (
     count_tokens,
     label_smoothed_cross_entropy,
@@ -20,19 +24,42 @@ from transformer_book.train.objective import (
     noam_lr,
     smoothed_target_distribution,
 )
+from transformer_book.train.records import git_commit, hardware_info, write_record
+from transformer_book.train.translate import (
+    TrainedModel,
+    encode_sources,
+    load_trained,
+    resolve_checkpoint,
+    translate,
+    translate_ids,
+)
 
 __all__ = [
+    "NonFiniteLossError",
+    "PreparedData",
+    "TrainedModel",
+    "TrainingResult",
     "average_checkpoints",
     "capture_rng_state",
     "checkpoint_name",
     "count_tokens",
+    "encode_sources",
+    "git_commit",
+    "hardware_info",
     "label_smoothed_cross_entropy",
     "list_checkpoints",
     "load_checkpoint",
+    "load_trained",
     "make_optimizer",
     "noam_lr",
+    "prepare_data",
     "prune_checkpoints",
+    "resolve_checkpoint",
     "restore_rng_state",
     "save_checkpoint",
     "smoothed_target_distribution",
+    "train",
+    "translate",
+    "translate_ids",
+    "write_record",
 ]

@@ -1,0 +1,117 @@
+"""The training corpus: Multi30k pairs -> joint BPE -> encoded, length-filtered id lists.
+
+Section 5.1: "Sentences were encoded using byte-pair encoding, which has a shared
+source-target vocabulary". The training loop (:mod:`transformer_book.train.loop`) encodes
+the corpus once with :func:`prepare_data` and cuts it into teacher-forcing batches with
+:func:`make_batch`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from transformer_book.config import RunConfig
+from transformer_book.data.batching import collate_pairs
+from transformer_book.data.tokenizer import (
+    BOS_ID,
+    EOS_ID,
+    PAD_ID,
+    BPETokenizer,
+    atomic_write_text,
+)
+from transformer_book.validation import require
+
+__all__ = ["PreparedData", "make_batch", "prepare_data"]
+
+TOKENIZER_FILE = "tokenizer.json"
+TOKENIZER_INFO = "tokenizer-info.json"
+
+
+@dataclass
+class PreparedData:
+    """The encoded corpus: BPE ids of the kept train/val pairs and the val texts."""
+
+    tokenizer: BPETokenizer
+    tokenizer_path: Path
+    train_src: list[list[int]]
+    train_tgt: list[list[int]]
+    val_src: list[list[int]]
+    val_tgt: list[list[int]]
+    val_references: list[str]
+    stats: dict[str, Any]
+
+
+def _filter(src: list[list[int]], tgt: list[list[int]], limit: int) -> list[int]:
+    """Indices of pairs with 1..limit source tokens and 1..limit-1 target tokens.
+
+    The decoder reads ``<bos> y`` and predicts ``y <eos>``: len(y) + 1 positions.
+    """
+    return [i for i, (s, t) in enumerate(zip(src, tgt, strict=True))
+            if 1 <= len(s) <= limit and 1 <= len(t) <= limit - 1]
+
+
+def prepare_data(run_config: RunConfig, out_dir: str | Path, *, is_main: bool = True,
+                 barrier: Callable[[], None] | None = None,
+                 val_sentences: int | None = None) -> PreparedData:
+    """Load Multi30k, train (or reuse) the joint BPE, encode train and val once.
+
+    Section 5.1: "Sentences were encoded using byte-pair encoding, which has a shared
+    source-target vocabulary". The tokenizer is trained on the (subset of the) training
+    pairs and cached as ``out_dir/tokenizer.json``, reused while ``[data]`` is unchanged.
+    Pairs longer than ``[data] max_len`` (or the model's positions) are dropped. With
+    ``val_sentences`` only the first that many validation pairs are used.
+    """
+    from transformer_book.data.multi30k import load_multi30k
+
+    d = run_config.data
+    out_dir = Path(out_dir)
+    train_pairs = load_multi30k("train", d.src, d.tgt, d.data_dir)
+    if d.train_subset is not None:
+        train_pairs = train_pairs[: d.train_subset]
+    val_pairs = load_multi30k("val", d.src, d.tgt, d.data_dir)[:val_sentences]
+    path, info_path = out_dir / TOKENIZER_FILE, out_dir / TOKENIZER_INFO
+    info = {"src": d.src, "tgt": d.tgt, "vocab_size": d.vocab_size,
+            "train_subset": d.train_subset, "train_pairs": len(train_pairs)}
+    cached = (path.is_file() and info_path.is_file()
+              and json.loads(info_path.read_text(encoding="utf-8")) == info)
+    if is_main and not cached:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        texts = [s for s, _ in train_pairs] + [t for _, t in train_pairs]
+        BPETokenizer.train(texts, d.vocab_size).save(path)
+        atomic_write_text(info_path, json.dumps(info, indent=2) + "\n")
+    if barrier is not None:
+        barrier()
+    tokenizer = BPETokenizer.load(path)
+    limit = min(d.max_len, run_config.model_config(tokenizer.vocab_size).max_len)
+    encoded = {}
+    for split, pairs in (("train", train_pairs), ("val", val_pairs)):
+        src = tokenizer.encode_batch([s for s, _ in pairs])
+        tgt = tokenizer.encode_batch([t for _, t in pairs])
+        keep = _filter(src, tgt, limit)
+        encoded[split] = ([src[i] for i in keep], [tgt[i] for i in keep],
+                          [pairs[i][1] for i in keep])
+    require(len(encoded["train"][0]) > 0, "[data]", "training pairs within max_len",
+            f"none of {len(train_pairs)} pairs is at most {limit} BPE tokens long")
+    stats = {"train_pairs": len(train_pairs), "train_kept": len(encoded["train"][0]),
+             "val_pairs": len(val_pairs), "val_kept": len(encoded["val"][0]),
+             "vocab_size": tokenizer.vocab_size, "max_len": limit,
+             "train_src_tokens": sum(map(len, encoded["train"][0])),
+             "train_tgt_tokens": sum(map(len, encoded["train"][1]))}
+    return PreparedData(tokenizer, path, encoded["train"][0], encoded["train"][1],
+                        encoded["val"][0], encoded["val"][1], encoded["val"][2], stats)
+
+
+def make_batch(src: list[list[int]], tgt: list[list[int]], indices: list[int],
+               device: torch.device) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Teacher forcing for the pairs ``indices``: ``src (B, S)``, decoder input
+    ``<bos> y (B, T)`` and target ``y <eos> (B, T)``, right-padded, on ``device``."""
+    src_ids, tgt_ids = collate_pairs([(src[i], tgt[i]) for i in indices], PAD_ID,
+                                     bos_id=BOS_ID, eos_id=EOS_ID)  # (B, S), (B, T + 1)
+    tgt_ids = tgt_ids.to(device, non_blocking=True)
+    return src_ids.to(device, non_blocking=True), tgt_ids[:, :-1], tgt_ids[:, 1:]
