@@ -383,6 +383,7 @@ class MultiHeadAttention(nn.Module):
         kv: tuple[torch.Tensor, torch.Tensor] | None = None,
         is_causal: bool = False,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """Attend from ``query`` to ``key``/``value`` (or ``kv``); see the class docstring."""
         self._check_input(query, "query", None)
         b, l_q, d = query.shape
         if kv is not None:
