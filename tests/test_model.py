@@ -206,6 +206,7 @@ def test_teaching_path_equals_fast_path_and_returns_weights(positional: str) -> 
         memory, enc_w = m.encode(src, return_attention=True)
         slow, dec_w = m.decode(tgt, memory, src, return_attention=True)
     torch.testing.assert_close(slow, fast)
+    torch.testing.assert_close(m(src, tgt), fast)  # forward = decode(encode(src))
     assert len(enc_w) == 2 and enc_w[0].shape == (3, 4, 6, 6)
     assert dec_w["self"][0].shape == (3, 4, 5, 5) and dec_w["cross"][1].shape == (3, 4, 5, 6)
     assert torch.all(dec_w["self"][0].triu(1) == 0), "self-attention looked ahead"

@@ -179,8 +179,21 @@ class Transformer(nn.Module):
         return (logits, {"self": self_w, "cross": cross_w}) if return_attention else logits
 
     def forward(self, src_ids: torch.Tensor, tgt_ids: torch.Tensor) -> torch.Tensor:
-        """``src_ids (B, S)``, ``tgt_ids (B, T)`` -> ``logits (B, T, V)`` (teacher forcing)."""
-        return self.decode(tgt_ids, self.encode(src_ids), src_ids)
+        """``src_ids (B, S)``, ``tgt_ids (B, T)`` -> ``logits (B, T, V)`` (teacher forcing).
+
+        The same as ``decode(tgt_ids, encode(src_ids), src_ids)``, checking the ids and
+        building the source mask once.
+        """
+        self._check_ids(src_ids, "src_ids")
+        self._check_ids(tgt_ids, "tgt_ids")
+        require(tgt_ids.shape[0] == src_ids.shape[0], "tgt_ids",
+                f"batch size {src_ids.shape[0]} (as src_ids)", f"shape {tuple(tgt_ids.shape)}")
+        src_mask = self.source_mask(src_ids)  # (B, 1, 1, S) or None
+        x = self.src_pos(self.src_embed(src_ids) * self.embed_scale)  # (B, S, d_model)
+        memory, _ = self.encoder(x, src_mask)  # (B, S, d_model)
+        y = self.tgt_pos(self.tgt_embed(tgt_ids) * self.embed_scale)  # (B, T, d_model)
+        y, _, _ = self.decoder(y, memory, src_mask)  # (B, T, d_model)
+        return self.generator(y)  # (B, T, d_model) -> (B, T, V)
 
     # ------------------------------------------------------------------ nn.Transformer
 
