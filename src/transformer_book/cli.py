@@ -61,9 +61,8 @@ def _cmd_train(args: argparse.Namespace) -> int:
                    progress=not args.quiet, device=args.device, results_dir=args.results,
                    name=name, command=args.argv, bleu_sentences=args.bleu_sentences,
                    val_sentences=args.val_sentences)
-    print(f"final checkpoint: {result.final_checkpoint}")
-    if result.record_path is not None:
-        print(f"record: {result.record_path}")
+    if result.rank == 0:  # under torchrun only rank 0 reports
+        print(f"final checkpoint: {result.final_checkpoint}")
     return 0
 
 
@@ -112,7 +111,7 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
     data = trained.run_config.data
     pairs = load_multi30k(args.split, data.src, data.tgt, data.data_dir)[: args.limit]
     dec = trained.run_config.decode
-    beam = args.beam or dec.beam_size
+    beam = dec.beam_size if args.beam is None else args.beam
     alpha = dec.alpha if args.alpha is None else args.alpha
     decode_started = time.perf_counter()
     hypotheses = translate(trained, [s for s, _ in pairs], beam_size=beam, alpha=alpha,

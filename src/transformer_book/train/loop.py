@@ -97,6 +97,7 @@ class TrainingResult:
     losses: list[dict[str, Any]] = field(default_factory=list)
     evals: list[dict[str, Any]] = field(default_factory=list)
     resumed_from: Path | None = None
+    rank: int = 0
 
 
 # ---------------------------------------------------------------------------- evaluate
@@ -377,9 +378,14 @@ def _train(run_config: RunConfig, out_dir: Path, resume: bool, progress: bool,
         chunk = next(c for i, c in _offsets(chunks) if i == position)
         tick = time.perf_counter()
         batches = [make_batch(data.train_src, data.train_tgt, idx, device) for idx in chunk]
-        local_tokens = sum(int((out != PAD_ID).sum()) for _, _, out in batches)
-        counts = all_reduce(torch.tensor([float(local_tokens)], device=device), info)
-        scale = info.world_size / float(counts[0])  # DDP averages grads: x K / global tokens
+        # Real (non-pad) tokens, counted from the id lists: no device synchronisation.
+        local_tokens = sum(len(data.train_tgt[i]) + 1 for idx in chunk for i in idx)
+        local_src = sum(len(data.train_src[i]) for idx in chunk for i in idx)
+        global_tgt, global_src = float(local_tokens), float(local_src)
+        if info.enabled:
+            global_tgt, global_src = all_reduce(torch.tensor(
+                [global_tgt, global_src], device=device), info).tolist()
+        scale = info.world_size / global_tgt  # DDP averages grads: x K / global tokens
         lr = optimizer.param_groups[0]["lr"]
         loss_sum = torch.zeros((), device=device)
         for j, (src, tgt_in, tgt_out) in enumerate(batches):
@@ -396,7 +402,7 @@ def _train(run_config: RunConfig, out_dir: Path, resume: bool, progress: bool,
                 (scaler.scale(scaled) if scaler is not None else scaled).backward()
             loss_sum = loss_sum + loss.detach()
         global_loss = all_reduce(loss_sum.reshape(1), info)
-        value = float(global_loss[0]) / float(counts[0])
+        value = float(global_loss[0]) / global_tgt  # per target token (one sync per step)
         if not math.isfinite(value):
             shapes = [f"src {tuple(s.shape)} tgt {tuple(o.shape)}" for s, _, o in batches]
             optimizer.zero_grad(set_to_none=True)
@@ -415,9 +421,7 @@ def _train(run_config: RunConfig, out_dir: Path, resume: bool, progress: bool,
         optimizer.zero_grad(set_to_none=True)
         step += 1
         position += len(chunk)
-        step_tokens = sum(int((s != PAD_ID).sum()) for s, _, _ in batches) + local_tokens
-        step_tokens = int(all_reduce(torch.tensor([float(step_tokens)], device=device),
-                                      info)[0])
+        step_tokens = int(global_tgt + global_src)  # source + target, all processes
         elapsed = time.perf_counter() - tick
         train_seconds += elapsed
         session_steps += 1
@@ -479,7 +483,8 @@ def _train(run_config: RunConfig, out_dir: Path, resume: bool, progress: bool,
         })
         log(f"record: {record_path}")
     return TrainingResult(out_dir, step, epoch, stop_reason, last_checkpoint, record_path, wall,
-                          tokens_per_second, seconds_per_step, losses, evals, resumed_from)
+                          tokens_per_second, seconds_per_step, losses, evals, resumed_from,
+                          info.rank)
 
 
 def _offsets(chunks: list[list[list[int]]]) -> Iterator[tuple[int, list[list[int]]]]:

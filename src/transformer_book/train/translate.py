@@ -234,7 +234,8 @@ def translate(
     run config's ``[decode]`` section (Section 6.1: beam 4, α = 0.6, length input + 50)."""
     dec = trained.run_config.decode
     ids = encode_sources(trained.tokenizer, sentences, trained.model_config.max_len, argument)
-    out = translate_ids(trained.model, ids, beam_size=beam_size or dec.beam_size,
+    beam_size = dec.beam_size if beam_size is None else beam_size
+    out = translate_ids(trained.model, ids, beam_size=beam_size,
                         alpha=dec.alpha if alpha is None else alpha, max_len_a=dec.max_len_a,
                         max_len_b=dec.max_len_b, max_tokens=max_tokens)
     return [trained.tokenizer.decode(row) for row in out]
