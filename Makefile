@@ -52,6 +52,10 @@ lab: $(STAMP)
 assignments: $(STAMP)
 	$(BIN)/transformer-book assignments --source notebooks --out assignments
 
+## bench: speed ratios against PyTorch's own modules, printed and saved to results/
+bench: $(STAMP)
+	$(PY) benchmarks/run_all.py --results results
+
 ## sync: rewrite every notebook's Colab badge and setup cell from _config.yml
 sync: $(STAMP)
 	$(PY) scripts/sync_notebooks.py
