@@ -1,0 +1,101 @@
+"""Chapter 02 checkers: a right answer passes, wrong answers fail with details, stubs say so."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from transformer_book.exercises import run_check
+from transformer_book.exercises.ch02 import _package_stack
+
+
+def stacked_rnn_forward(x, h0, layers):
+    outputs, finals = x, []
+    for k, (w_ih, w_hh, b_ih, b_hh) in enumerate(layers):
+        h, states = h0[k], []
+        for t in range(outputs.shape[1]):
+            h = torch.tanh(outputs[:, t] @ w_ih.T + b_ih + h @ w_hh.T + b_hh)
+            states.append(h)
+        outputs = torch.stack(states, dim=1)
+        finals.append(h)
+    return outputs, torch.stack(finals)
+
+
+def gru_cell(x, h, weight_ih, weight_hh, bias_ih, bias_hh):
+    r_i, z_i, n_i = (x @ weight_ih.T + bias_ih).chunk(3, dim=-1)
+    r_h, z_h, n_h = (h @ weight_hh.T + bias_hh).chunk(3, dim=-1)
+    r, z = torch.sigmoid(r_i + r_h), torch.sigmoid(z_i + z_h)
+    n = torch.tanh(n_i + r * n_h)
+    return (1 - z) * n + z * h
+
+
+def test_reference_stack_equals_torch_rnn() -> None:
+    torch.manual_seed(0)
+    rnn = nn.RNN(3, 5, num_layers=3, batch_first=True, dtype=torch.float64)
+    x = torch.randn(2, 6, 3, dtype=torch.float64)
+    h0 = torch.randn(3, 2, 5, dtype=torch.float64)
+    with torch.no_grad():
+        ours, ours_h = _package_stack(rnn, x, h0)
+        theirs, theirs_h = rnn(x, h0)
+    assert torch.allclose(ours, theirs, atol=1e-12) and torch.allclose(ours_h, theirs_h, atol=1e-12)
+
+
+def test_correct_answers_pass() -> None:
+    for exercise_id, answer in (("02.1", stacked_rnn_forward), ("02.2", gru_cell)):
+        result = run_check(exercise_id, answer)
+        assert result.passed, result.message
+
+
+def test_checkers_leave_the_global_rng_alone() -> None:
+    torch.manual_seed(123)
+    before = torch.get_rng_state()
+    run_check("02.1", stacked_rnn_forward)
+    run_check("02.2", gru_cell)
+    assert torch.equal(before, torch.get_rng_state()), "the notebook's seeded cells stay seeded"
+
+
+def test_forgetting_the_last_layer_state_fails() -> None:
+    def only_top_layer(x, h0, layers):
+        outputs, h_n = stacked_rnn_forward(x, h0, layers)
+        return outputs, h_n[-1:].expand_as(h_n)
+
+    result = run_check("02.1", only_top_layer)
+    assert result.status == "failed" and "h_n" in result.detail
+
+
+def test_returning_one_tensor_fails_cleanly() -> None:
+    result = run_check("02.1", lambda x, h0, layers: stacked_rnn_forward(x, h0, layers)[0])
+    assert result.status == "failed" and "expected a pair" in result.detail
+
+
+def test_swapped_gates_fail() -> None:
+    def swapped(x, h, weight_ih, weight_hh, bias_ih, bias_hh):
+        z_i, r_i, n_i = (x @ weight_ih.T + bias_ih).chunk(3, dim=-1)
+        z_h, r_h, n_h = (h @ weight_hh.T + bias_hh).chunk(3, dim=-1)
+        r, z = torch.sigmoid(r_i + r_h), torch.sigmoid(z_i + z_h)
+        return (1 - z) * torch.tanh(n_i + r * n_h) + z * h
+
+    result = run_check("02.2", swapped)
+    assert result.status == "failed" and "expected" in result.detail
+
+
+def test_reset_before_the_matmul_fails() -> None:
+    """Cho et al. (2014) write W (r ⊙ h); PyTorch (and the exercise) use r ⊙ (W h + b)."""
+
+    def reset_first(x, h, weight_ih, weight_hh, bias_ih, bias_hh):
+        r_i, z_i, n_i = (x @ weight_ih.T + bias_ih).chunk(3, dim=-1)
+        r_h, z_h, _ = (h @ weight_hh.T + bias_hh).chunk(3, dim=-1)
+        r, z = torch.sigmoid(r_i + r_h), torch.sigmoid(z_i + z_h)
+        w_hn, b_hn = weight_hh.chunk(3)[2], bias_hh.chunk(3)[2]
+        n = torch.tanh(n_i + (r * h) @ w_hn.T + b_hn)
+        return (1 - z) * n + z * h
+
+    assert run_check("02.2", reset_first).status == "failed"
+
+
+def test_stubs_are_not_attempted() -> None:
+    def stub(*args):
+        raise NotImplementedError("Exercise 02.1: write your solution here")
+
+    assert run_check("02.1", stub).status == "not attempted"
+    assert run_check("02.2", stub).status == "not attempted"
