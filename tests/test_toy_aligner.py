@@ -1,0 +1,140 @@
+"""The chapter-07 aligner: shapes, masks, invariances, alignments and a short training run."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from transformer_book.data.toy import make_toy_task
+from transformer_book.positional import LearnedPositionalEmbedding, SinusoidalPositionalEncoding
+from transformer_book.toy_models.aligner import (
+    Aligner,
+    AlignerConfig,
+    NoPositions,
+    alignment_accuracy,
+    expected_alignment,
+    greedy_decode,
+    make_positions,
+    sequence_accuracy,
+    train_aligner,
+)
+
+
+def small_model(**overrides) -> Aligner:
+    torch.manual_seed(0)
+    return Aligner(AlignerConfig(**{"d_model": 16, "d_ff": 32, "num_heads": 2, **overrides})).eval()
+
+
+def test_shapes_and_cross_weights():
+    model = small_model(cross_heads=2, decoder_layers=2)
+    src = torch.tensor([[5, 6, 7, 8], [9, 10, 0, 0]])
+    tgt = torch.tensor([[1, 8, 7], [1, 10, 9]])
+    memory = model.encode(src)
+    assert memory.shape == (2, 4, 16)
+    logits, weights = model.decode(tgt, memory, src, need_weights=True)
+    assert logits.shape == (2, 3, 16)
+    assert len(weights) == 2 and weights[0].shape == (2, 2, 3, 4)
+    for w in weights:
+        assert torch.allclose(w.sum(-1), torch.ones(2, 2, 3)), "rows sum to one"
+        assert torch.all(w[1, :, :, 2:] == 0), "padding of the memory gets no weight"
+    assert torch.allclose(model(src, tgt), logits, atol=1e-6), "forward = decode(encode)"
+    assert model.decode(tgt, memory, src)[1] == []
+
+
+def test_padding_does_not_change_real_positions():
+    model = small_model()
+    alone = torch.tensor([[9, 10, 11]])
+    padded = torch.tensor([[9, 10, 11, 0, 0]])
+    tgt = torch.tensor([[1, 11, 10]])
+    assert torch.allclose(model.encode(alone), model.encode(padded)[:, :3], atol=1e-6)
+    assert torch.allclose(model(alone, tgt), model(padded, tgt), atol=1e-6)
+
+
+def test_decoder_is_causal_and_batch_independent():
+    model = small_model()
+    src = torch.tensor([[5, 6, 7, 8], [9, 10, 11, 12]])
+    tgt = torch.tensor([[1, 8, 7, 6], [1, 12, 11, 10]])
+    changed = tgt.clone()
+    changed[:, 3] = 4
+    assert torch.allclose(model(src, tgt)[:, :3], model(src, changed)[:, :3], atol=1e-6)
+    assert torch.allclose(model(src[:1], tgt[:1]), model(src, tgt)[:1], atol=1e-6)
+
+
+@pytest.mark.parametrize(("kind", "cls"), [("sinusoidal", SinusoidalPositionalEncoding),
+                                           ("learned", LearnedPositionalEmbedding),
+                                           ("none", NoPositions)])
+def test_make_positions(kind, cls):
+    layer = make_positions(kind, 8, 10)
+    assert isinstance(layer, cls)
+    x = torch.zeros(2, 10, 8)
+    assert layer(x).shape == x.shape
+    if kind == "none":
+        assert torch.equal(layer(x), x)
+
+
+def test_without_positions_the_encoder_is_permutation_equivariant():
+    model = small_model(positions="none")
+    src = torch.tensor([[5, 6, 7, 8, 9]])
+    perm = torch.tensor([3, 0, 4, 1, 2])
+    assert torch.allclose(model.encode(src)[:, perm], model.encode(src[:, perm]), atol=1e-6)
+
+
+def test_expected_alignment_and_accuracy():
+    assert expected_alignment("copy", [7, 8, 9]) == [[0], [1], [2]]
+    assert expected_alignment("reverse", [7, 8, 9]) == [[2], [1], [0]]
+    assert expected_alignment("sort", [9, 5, 9]) == [[1], [0, 2], [0, 2]]
+    anti = torch.eye(3).flip(1)
+    assert alignment_accuracy(anti, expected_alignment("reverse", [4, 5, 6])) == 1.0
+    diagonal = alignment_accuracy(torch.eye(3), expected_alignment("reverse", [4, 5, 6]))
+    assert diagonal == pytest.approx(1 / 3)
+
+
+def test_greedy_decode_shapes():
+    model = small_model()
+    tokens, weights = greedy_decode(model, torch.tensor([[5, 6, 7], [8, 9, 0]]), 4)
+    assert tokens.shape == (2, 4) and weights.shape == (2, 1, 4, 3)
+    assert model.training is False
+
+
+def test_short_training_learns_something():
+    torch.manual_seed(0)
+    model = Aligner(AlignerConfig(d_model=16, d_ff=32, num_heads=2, encoder_layers=1))
+    examples = make_toy_task("copy", 500, min_len=1, max_len=3, vocab_size=8, seed=0)
+    losses = train_aligner(model, examples, steps=60, batch_size=32, lr=1e-2)
+    assert len(losses) == 60 and losses[-1] < 0.5 * losses[0]
+    assert 0.0 <= sequence_accuracy(model, examples[:50]) <= 1.0
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"d_model": 30, "num_heads": 4}, "num_heads: expected a divisor of d_model=30"),
+        ({"cross_heads": 3}, "cross_heads: expected a divisor of d_model=32"),
+        ({"positions": "rotary"}, "positions: expected one of"),
+        ({"vocab_size": 4}, "vocab_size: expected an integer >= 5"),
+    ],
+)
+def test_bad_config(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        AlignerConfig(**kwargs)
+
+
+def test_bad_inputs():
+    model = small_model(max_len=4)
+    with pytest.raises(ValueError, match="src: expected at most max_len=4"):
+        model.encode(torch.ones(1, 5, dtype=torch.long))
+    with pytest.raises(ValueError, match="src: expected an integer tensor"):
+        model.encode(torch.ones(1, 3))
+    with pytest.raises(ValueError, match="config: expected an AlignerConfig"):
+        Aligner({"d_model": 8})
+    with pytest.raises(ValueError, match="memory: expected shape"):
+        model.decode(torch.ones(1, 2, dtype=torch.long), torch.zeros(1, 3, 16),
+                     torch.ones(1, 2, dtype=torch.long))
+    with pytest.raises(ValueError, match="kind: expected one of"):
+        make_positions("relative", 8, 4)
+    with pytest.raises(ValueError, match="task: expected 'copy', 'reverse' or 'sort'"):
+        expected_alignment("shift", [1, 2])
+    with pytest.raises(ValueError, match="expected: expected 2 lists"):
+        alignment_accuracy(torch.rand(2, 3), [[0]])
+    with pytest.raises(ValueError, match="examples: expected a non-empty list"):
+        train_aligner(model, [], steps=1)
