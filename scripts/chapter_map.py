@@ -12,26 +12,35 @@ from transformer_book.viz.book import chapter_map
 
 ROOT = Path(__file__).resolve().parents[1]
 COURSE = [
-    ("I  Sequences", [
-        ("00", "How to use this book"),
-        ("01", "Sequence modelling and transduction"),
-        ("02", "Recurrent networks"),
-        ("03", "Convolutional sequence models"),
-    ]),
-    ("II  Attention", [
-        ("04", "Attention as weighted averaging"),
-        ("05", "Self-attention"),
-        ("06", "Multi-head attention"),
-        ("07", "Cross-attention"),
-        ("08", "Positional encoding"),
-    ]),
-    ("III  The Transformer", [
-        ("09", "The full model"),
-        ("10", "Training on real data"),
-        ("11", "Decoding and evaluation"),
-        ("12", "Scaling up"),
-        ("13", "Ablations"),
-    ]),
+    (
+        "I  Sequences",
+        [
+            ("00", "How to use this book"),
+            ("01", "Sequence modelling and transduction"),
+            ("02", "Recurrent networks"),
+            ("03", "Convolutional sequence models"),
+        ],
+    ),
+    (
+        "II  Attention",
+        [
+            ("04", "Attention as weighted averaging"),
+            ("05", "Self-attention"),
+            ("06", "Multi-head attention"),
+            ("07", "Cross-attention"),
+            ("08", "Positional encoding"),
+        ],
+    ),
+    (
+        "III  The Transformer",
+        [
+            ("09", "The full model"),
+            ("10", "Training on real data"),
+            ("11", "Decoding and evaluation"),
+            ("12", "Scaling up"),
+            ("13", "Ablations"),
+        ],
+    ),
 ]
 
 

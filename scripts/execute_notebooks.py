@@ -22,7 +22,9 @@ def execute(path: Path, timeout: int = 1800) -> float:
     notebook = nbformat.read(path, as_version=4)
     started = time.perf_counter()
     NotebookClient(
-        notebook, timeout=timeout, kernel_name="python3",
+        notebook,
+        timeout=timeout,
+        kernel_name="python3",
         resources={"metadata": {"path": str(path.parent)}},
     ).execute()
     elapsed = time.perf_counter() - started

@@ -28,7 +28,9 @@ def repository() -> tuple[str, str]:
     config = yaml.safe_load((ROOT / "_config.yml").read_text(encoding="utf-8"))
     url = config["repository"]["url"].rstrip("/")
     if not re.fullmatch(r"https://github\.com/[\w.-]+/[\w.-]+", url):
-        raise ValueError(f"_config.yml repository.url: expected https://github.com/OWNER/REPO, received {url}")
+        raise ValueError(
+            f"_config.yml repository.url: expected https://github.com/OWNER/REPO, received {url}"
+        )
     return url, config["repository"].get("branch", "main")
 
 
@@ -44,18 +46,18 @@ def title_of(notebook: nbformat.NotebookNode, name: str) -> str:
 def header_cells(title: str, notebook_name: str, url: str, branch: str) -> tuple[str, str]:
     """The sources of cell 0 (title and badge) and cell 1 (Colab setup)."""
     slug = url.removeprefix("https://github.com/")
-    colab = f"https://colab.research.google.com/github/{slug}/blob/{branch}/notebooks/{notebook_name}"
+    colab = (
+        f"https://colab.research.google.com/github/{slug}/blob/{branch}/notebooks/{notebook_name}"
+    )
     badge = f"[![Open In Colab]({BADGE_IMAGE})]({colab})"
     setup = (
-        "# Colab setup: on Google Colab, install the course package; anywhere else this does nothing.\n"
+        "# On Google Colab, install the course package; anywhere else, do nothing.\n"
         "import subprocess\n"
         "import sys\n"
         "\n"
         'if "google.colab" in sys.modules:\n'
-        "    subprocess.run(\n"
-        f'        [sys.executable, "-m", "pip", "install", "--quiet", "transformer_book @ git+{url}@{branch}"],\n'
-        "        check=True,\n"
-        "    )"
+        f'    package = "transformer_book @ git+{url}@{branch}"\n'
+        '    subprocess.run([sys.executable, "-m", "pip", "install", "-q", package], check=True)'
     )
     return f"# {title}\n\n{badge}", setup
 

@@ -45,17 +45,20 @@ def test_student_notebook_is_valid_and_stripped(path, student_dir):
             assert BEGIN not in cell.source and END not in cell.source
             assert cell.outputs == [] and cell.execution_count is None
     source_solutions = sum(BEGIN in c.source for c in read(path).cells if c.cell_type == "code")
-    stubs = sum("raise NotImplementedError" in c.source for c in student.cells if c.cell_type == "code")
+    stubs = sum(
+        "raise NotImplementedError" in c.source for c in student.cells if c.cell_type == "code"
+    )
     assert stubs >= source_solutions
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
 def test_student_checks_report_not_attempted(path, student_dir):
-    """Run the imports cell, the stubbed exercise cells and the check cells of the student version."""
+    """Run the student version's imports cell, stubbed exercise cells and check cells."""
     student = nbformat.read(student_dir / path.name, as_version=4)
     checks = check_cells(student)
     stubbed = [
-        c.source for c in student.cells
+        c.source
+        for c in student.cells
         if c.cell_type == "code" and 'NotImplementedError("Exercise' in c.source
     ]
     namespace: dict = {}
@@ -95,16 +98,20 @@ def test_unbalanced_markers_name_notebook_and_cell(source, message, tmp_path):
 
 
 def test_solution_cells_removed_and_outputs_cleared():
-    notebook = nbformat.v4.new_notebook(cells=[
-        nbformat.v4.new_markdown_cell("answer", metadata={"tags": ["solution"]}),
-        nbformat.v4.new_code_cell("print(1)", outputs=[nbformat.v4.new_output("stream", text="1\n")]),
-        nbformat.v4.new_code_cell('check("00.1", f)'),
-    ])
+    notebook = nbformat.v4.new_notebook(
+        cells=[
+            nbformat.v4.new_markdown_cell("answer", metadata={"tags": ["solution"]}),
+            nbformat.v4.new_code_cell(
+                "print(1)", outputs=[nbformat.v4.new_output("stream", text="1\n")]
+            ),
+            nbformat.v4.new_code_cell('check("00.1", f)'),
+        ]
+    )
     student = make_student_notebook(notebook, "x.ipynb")
     assert [c.cell_type for c in student.cells] == ["code", "code"]
     assert student.cells[0].outputs == []
 
 
 def test_empty_source_folder_is_an_error(tmp_path):
-    with pytest.raises(ValueError, match="source_dir: expected a folder with .ipynb files"):
+    with pytest.raises(ValueError, match=r"source_dir: expected a folder with \.ipynb files"):
         make_assignments(tmp_path, tmp_path / "out")

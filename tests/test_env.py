@@ -22,7 +22,9 @@ def test_get_device_prefers_cuda_then_mps_then_cpu(monkeypatch):
 
 def test_get_device_cuda_without_gpu_is_a_clear_error(monkeypatch):
     monkeypatch.setattr(env, "_available", lambda kind: kind == "cpu")
-    with pytest.raises(ValueError, match=r"prefer: 'cuda' was requested but this machine has no cuda"):
+    with pytest.raises(
+        ValueError, match=r"prefer: 'cuda' was requested but this machine has no cuda"
+    ):
         env.get_device("cuda")
 
 
@@ -39,9 +41,9 @@ def test_get_device_cpu_with_index():
 
 def test_set_seed_makes_all_generators_repeat():
     env.set_seed(123)
-    first = (random.random(), np.random.rand(), torch.rand(3))
+    first = (random.random(), np.random.rand(), torch.rand(3))  # noqa: NPY002
     env.set_seed(123)
-    second = (random.random(), np.random.rand(), torch.rand(3))
+    second = (random.random(), np.random.rand(), torch.rand(3))  # noqa: NPY002
     assert first[0] == second[0] and first[1] == second[1]
     assert torch.equal(first[2], second[2])
 

@@ -68,10 +68,11 @@ def test_checks_use_fresh_inputs_each_run():
         return good_softmax(x, dim)
 
     run_check("00.1", spy)
-    first = [t for t in seen]
+    first = list(seen)
     seen.clear()
     run_check("00.1", spy)
-    assert any(a.shape != b.shape or not torch.equal(a, b) for a, b in zip(first, seen))
+    pairs = zip(first, seen, strict=True)
+    assert any(a.shape != b.shape or not torch.equal(a, b) for a, b in pairs)
 
 
 def test_unknown_exercise_lists_known_ones():

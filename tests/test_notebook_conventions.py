@@ -11,7 +11,9 @@ from notebook_utils import NOTEBOOKS, ROOT, check_cells, read, tags
 
 from transformer_book.exercises import REGISTRY, load_all
 
-spec = importlib.util.spec_from_file_location("sync_notebooks", ROOT / "scripts" / "sync_notebooks.py")
+spec = importlib.util.spec_from_file_location(
+    "sync_notebooks", ROOT / "scripts" / "sync_notebooks.py"
+)
 sync_notebooks = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(sync_notebooks)
 
@@ -44,8 +46,12 @@ def test_badge_and_setup_cells_match_config(path):
     assert re.fullmatch(r"\d\d .+", title), f"{path.name}: title starts with the chapter number"
     assert title.startswith(path.name[:2])
     badge, setup = sync_notebooks.header_cells(title, path.name, url, branch)
-    assert notebook.cells[0].source == badge, "run `make sync`: the Colab badge disagrees with _config.yml"
-    assert notebook.cells[1].source == setup, "run `make sync`: the setup cell disagrees with _config.yml"
+    assert notebook.cells[0].source == badge, (
+        "run `make sync`: the Colab badge disagrees with _config.yml"
+    )
+    assert notebook.cells[1].source == setup, (
+        "run `make sync`: the setup cell disagrees with _config.yml"
+    )
     assert "google.colab" in setup and url in setup
 
 
@@ -70,7 +76,7 @@ def test_ignored_outputs_are_followed_by_an_assertion(path):
     cells = read(path).cells
     for index, cell in enumerate(cells):
         if "nbval-ignore-output" in tags(cell):
-            following = next((c for c in cells[index + 1:] if c.cell_type == "code"), None)
+            following = next((c for c in cells[index + 1 :] if c.cell_type == "code"), None)
             assert following is not None and "assert" in following.source, (
                 f"{path.name} cell {index}: an nbval-ignore-output cell is followed by an assertion"
             )
@@ -83,17 +89,25 @@ def test_exercises_are_registered_collapsed_and_enough(path):
     checks = check_cells(notebook)
     for _, exercise_id in checks:
         assert exercise_id in REGISTRY, f"{path.name}: no checker registered for {exercise_id}"
-        assert exercise_id.startswith(path.name[:2]), f"{path.name}: {exercise_id} is another chapter's"
+        assert exercise_id.startswith(path.name[:2]), (
+            f"{path.name}: {exercise_id} is another chapter's"
+        )
     for index, cell in enumerate(notebook.cells):
         if cell.cell_type == "code" and "### BEGIN SOLUTION" in cell.source:
             assert "hide-input" in tags(cell), f"{path.name} cell {index}: solutions are collapsed"
-    directives = sum(c.source.count("```{exercise}") for c in notebook.cells if c.cell_type == "markdown")
+    directives = sum(
+        c.source.count("```{exercise}") for c in notebook.cells if c.cell_type == "markdown"
+    )
     minimum_exercises, minimum_checked = (1, 1) if path.name.startswith("00") else (3, 2)
     assert directives >= minimum_exercises, f"{path.name}: at least {minimum_exercises} exercises"
-    assert len(checks) >= minimum_checked, f"{path.name}: at least {minimum_checked} checked exercises"
+    assert len(checks) >= minimum_checked, (
+        f"{path.name}: at least {minimum_checked} checked exercises"
+    )
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
 def test_chapter_ends_with_a_summary(path):
-    headings = [c.source for c in read(path).cells if c.cell_type == "markdown" and "## Summary" in c.source]
+    headings = [
+        c.source for c in read(path).cells if c.cell_type == "markdown" and "## Summary" in c.source
+    ]
     assert headings, f"{path.name}: a '## Summary' section"

@@ -69,12 +69,16 @@ def strip_solution(source: str, exercise_id: str | None, *, where: str) -> str:
             out.append(f'{indent}raise NotImplementedError("{label}: write your solution here")')
         elif stripped.startswith(END):
             if inside_since is None:
-                raise MarkerError(f"{where}: line {number} has '{END}' without a '{BEGIN}' before it")
+                raise MarkerError(
+                    f"{where}: line {number} has '{END}' without a '{BEGIN}' before it"
+                )
             inside_since = None
         elif inside_since is None:
             out.append(line)
     if inside_since is not None:
-        raise MarkerError(f"{where}: the '{BEGIN}' on line {inside_since} is never closed with '{END}'")
+        raise MarkerError(
+            f"{where}: the '{BEGIN}' on line {inside_since} is never closed with '{END}'"
+        )
     return "\n".join(out)
 
 
@@ -88,8 +92,12 @@ def make_student_notebook(notebook: nbformat.NotebookNode, name: str) -> nbforma
         if cell.cell_type == "code":
             if BEGIN in cell.source or END in cell.source:
                 where = f"{name}, cell {index}"
-                cell.source = strip_solution(cell.source, exercise_id_for(student.cells, index), where=where)
-                cell.metadata["tags"] = [t for t in _tags(cell) if t not in ("hide-input", "hide-cell")]
+                cell.source = strip_solution(
+                    cell.source, exercise_id_for(student.cells, index), where=where
+                )
+                cell.metadata["tags"] = [
+                    t for t in _tags(cell) if t not in ("hide-input", "hide-cell")
+                ]
                 if not cell.metadata["tags"]:
                     del cell.metadata["tags"]
             cell.outputs = []

@@ -57,10 +57,18 @@ def _cmd_train(args: argparse.Namespace) -> int:
         config.train.max_minutes = args.max_minutes
     config.validate(f"{args.config} (with command-line overrides)")
     name = Path(args.config).stem
-    result = train(config, args.out or Path("runs") / name, resume=not args.no_resume,
-                   progress=not args.quiet, device=args.device, results_dir=args.results,
-                   name=name, command=args.argv, bleu_sentences=args.bleu_sentences,
-                   val_sentences=args.val_sentences)
+    result = train(
+        config,
+        args.out or Path("runs") / name,
+        resume=not args.no_resume,
+        progress=not args.quiet,
+        device=args.device,
+        results_dir=args.results,
+        name=name,
+        command=args.argv,
+        bleu_sentences=args.bleu_sentences,
+        val_sentences=args.val_sentences,
+    )
     if result.rank == 0:  # under torchrun only rank 0 reports
         print(f"final checkpoint: {result.final_checkpoint}")
     return 0
@@ -114,8 +122,13 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
     beam = dec.beam_size if args.beam is None else args.beam
     alpha = dec.alpha if args.alpha is None else args.alpha
     decode_started = time.perf_counter()
-    hypotheses = translate(trained, [s for s, _ in pairs], beam_size=beam, alpha=alpha,
-                           argument=f"{args.split} sentences")
+    hypotheses = translate(
+        trained,
+        [s for s, _ in pairs],
+        beam_size=beam,
+        alpha=alpha,
+        argument=f"{args.split} sentences",
+    )
     decode_seconds = time.perf_counter() - decode_started
     bleu = corpus_bleu(hypotheses, [t for _, t in pairs])
     print(bleu)
@@ -134,9 +147,13 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
         "languages": f"{data.src}-{data.tgt}",
         "limit": args.limit,
         "num_hypotheses": len(hypotheses),
-        "decoding": {"beam_size": beam, "alpha": alpha, "max_len_a": dec.max_len_a,
-                     "max_len_b": dec.max_len_b,
-                     "method": "greedy" if beam == 1 else "beam search"},
+        "decoding": {
+            "beam_size": beam,
+            "alpha": alpha,
+            "max_len_a": dec.max_len_a,
+            "max_len_b": dec.max_len_b,
+            "method": "greedy" if beam == 1 else "beam search",
+        },
         "bleu": bleu.score,
         "signature": bleu.signature,
         "bleu_lowercase_intl": bleu.lowercase_intl_score,
@@ -147,8 +164,10 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
         "ref_len": bleu.ref_len,
         "decode_seconds": decode_seconds,
         "wall_seconds": time.perf_counter() - started,
-        "examples": [{"source": s, "reference": t, "hypothesis": h}
-                     for (s, t), h in list(zip(pairs, hypotheses, strict=True))[:5]],
+        "examples": [
+            {"source": s, "reference": t, "hypothesis": h}
+            for (s, t), h in list(zip(pairs, hypotheses, strict=True))[:5]
+        ],
         "model_config": trained.model_config.to_dict(),
     }
     if args.results is not None:
@@ -177,55 +196,103 @@ def build_parser() -> argparse.ArgumentParser:
     assignments.set_defaults(run=_cmd_assignments)
 
     train = commands.add_parser(
-        "train", help="train a translation model (Section 5) from a TOML config")
-    train.add_argument("--config", required=True, type=Path,
-                       help="run config, e.g. configs/small.toml")
-    train.add_argument("--out", type=Path, default=None,
-                       help="run folder for tokenizer and checkpoints (default runs/<config>)")
-    train.add_argument("--results", type=Path, default=Path("results"),
-                       help="folder for the JSON record (default results)")
+        "train", help="train a translation model (Section 5) from a TOML config"
+    )
+    train.add_argument(
+        "--config", required=True, type=Path, help="run config, e.g. configs/small.toml"
+    )
+    train.add_argument(
+        "--out",
+        type=Path,
+        default=None,
+        help="run folder for tokenizer and checkpoints (default runs/<config>)",
+    )
+    train.add_argument(
+        "--results",
+        type=Path,
+        default=Path("results"),
+        help="folder for the JSON record (default results)",
+    )
     train.add_argument("--max-steps", type=int, default=None, help="override [train] max_steps")
-    train.add_argument("--max-minutes", type=float, default=None,
-                       help="override [train] max_minutes")
-    train.add_argument("--no-resume", action="store_true",
-                       help="start from scratch (refused if --out holds checkpoints)")
+    train.add_argument(
+        "--max-minutes", type=float, default=None, help="override [train] max_minutes"
+    )
+    train.add_argument(
+        "--no-resume",
+        action="store_true",
+        help="start from scratch (refused if --out holds checkpoints)",
+    )
     train.add_argument("--device", default=None, help="cpu, cuda, cuda:1, mps (default: best)")
-    train.add_argument("--bleu-sentences", type=int, default=200,
-                       help="val sentences decoded for greedy BLEU at each evaluation "
-                            "(default 200; 0 = no BLEU)")
-    train.add_argument("--val-sentences", type=int, default=None,
-                       help="val pairs for the validation loss (default: all)")
+    train.add_argument(
+        "--bleu-sentences",
+        type=int,
+        default=200,
+        help="val sentences decoded for greedy BLEU at each evaluation (default 200; 0 = no BLEU)",
+    )
+    train.add_argument(
+        "--val-sentences",
+        type=int,
+        default=None,
+        help="val pairs for the validation loss (default: all)",
+    )
     train.add_argument("--quiet", action="store_true", help="no progress bar")
     train.set_defaults(run=_cmd_train)
 
     translate = commands.add_parser("translate", help="translate sentences with a checkpoint")
-    translate.add_argument("sentences", nargs="+",
-                           help="source sentences; - reads one sentence per line from stdin")
-    translate.add_argument("--checkpoint", required=True, type=Path,
-                           help="a checkpoint folder or a run folder (its newest checkpoint)")
-    translate.add_argument("--beam", type=int, default=None,
-                           help="beam size (1 = greedy; default: the config's [decode])")
+    translate.add_argument(
+        "sentences", nargs="+", help="source sentences; - reads one sentence per line from stdin"
+    )
+    translate.add_argument(
+        "--checkpoint",
+        required=True,
+        type=Path,
+        help="a checkpoint folder or a run folder (its newest checkpoint)",
+    )
+    translate.add_argument(
+        "--beam",
+        type=int,
+        default=None,
+        help="beam size (1 = greedy; default: the config's [decode])",
+    )
     translate.add_argument("--alpha", type=float, default=None, help="length penalty α")
     translate.add_argument("--device", default=None, help="cpu, cuda, ... (default cpu)")
     translate.set_defaults(run=_cmd_translate)
 
     evaluate = commands.add_parser(
-        "evaluate", help="BLEU of a checkpoint on a Multi30k split (Section 6.1)")
-    evaluate.add_argument("--checkpoint", required=True, type=Path,
-                          help="a checkpoint folder or a run folder (its newest checkpoint)")
-    evaluate.add_argument("--split", default="test_2016_flickr",
-                          help="val or test_2016_flickr (default)")
-    evaluate.add_argument("--beam", type=int, default=None,
-                          help="beam size (1 = greedy; default: the config's [decode])")
+        "evaluate", help="BLEU of a checkpoint on a Multi30k split (Section 6.1)"
+    )
+    evaluate.add_argument(
+        "--checkpoint",
+        required=True,
+        type=Path,
+        help="a checkpoint folder or a run folder (its newest checkpoint)",
+    )
+    evaluate.add_argument(
+        "--split", default="test_2016_flickr", help="val or test_2016_flickr (default)"
+    )
+    evaluate.add_argument(
+        "--beam",
+        type=int,
+        default=None,
+        help="beam size (1 = greedy; default: the config's [decode])",
+    )
     evaluate.add_argument("--alpha", type=float, default=None, help="length penalty α")
-    evaluate.add_argument("--average", type=int, default=None,
-                          help="average the last N checkpoints of the run folder")
-    evaluate.add_argument("--limit", type=int, default=None,
-                          help="only the first K sentences")
-    evaluate.add_argument("--results", type=Path, default=Path("results"),
-                          help="folder for the JSON record (default results)")
-    evaluate.add_argument("--hypotheses", type=Path, default=None,
-                          help="also write the translations here, one per line")
+    evaluate.add_argument(
+        "--average", type=int, default=None, help="average the last N checkpoints of the run folder"
+    )
+    evaluate.add_argument("--limit", type=int, default=None, help="only the first K sentences")
+    evaluate.add_argument(
+        "--results",
+        type=Path,
+        default=Path("results"),
+        help="folder for the JSON record (default results)",
+    )
+    evaluate.add_argument(
+        "--hypotheses",
+        type=Path,
+        default=None,
+        help="also write the translations here, one per line",
+    )
     evaluate.add_argument("--device", default=None, help="cpu, cuda, ... (default cpu)")
     evaluate.set_defaults(run=_cmd_evaluate)
     return parser

@@ -64,7 +64,7 @@ def set_seed(seed: int = 0) -> None:
     if not isinstance(seed, int) or isinstance(seed, bool) or seed < 0:
         raise ValueError(f"seed: expected a non-negative integer, received {seed!r}")
     random.seed(seed)
-    np.random.seed(seed % 2**32)
+    np.random.seed(seed % 2**32)  # noqa: NPY002 - seeds the legacy global generator on purpose
     torch.manual_seed(seed)
 
 

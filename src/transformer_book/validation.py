@@ -51,7 +51,9 @@ def require_tensor(
     if ndim is not None:
         allowed = (ndim,) if isinstance(ndim, int) else tuple(ndim)
         wanted = " or ".join(str(n) for n in allowed)
-        require(value.ndim in allowed, argument, f"a {wanted}-D tensor", f"shape {tuple(value.shape)}")
+        require(
+            value.ndim in allowed, argument, f"a {wanted}-D tensor", f"shape {tuple(value.shape)}"
+        )
     if dtype is not None:
         allowed_dtypes = (dtype,) if isinstance(dtype, torch.dtype) else tuple(dtype)
         names = " or ".join(str(d) for d in allowed_dtypes)

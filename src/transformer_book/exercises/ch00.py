@@ -26,7 +26,9 @@ def check_softmax(softmax) -> str:
         cases.append((x, dim, f"x of shape {shape} with dim={dim}"))
     huge = torch.tensor([[1000.0, 1001.0, 999.0], [-1000.0, -1000.0, -1000.0]], dtype=torch.float64)
     cases.append((huge, -1, "logits near ±1000 (exp overflows unless you subtract the max)"))
-    cases.append((torch.randn(4, 1, generator=generator, dtype=torch.float64), -1, "one element per row"))
+    cases.append(
+        (torch.randn(4, 1, generator=generator, dtype=torch.float64), -1, "one element per row")
+    )
     for x, dim, what in cases:
         received = attempt(softmax, x.clone(), dim=dim, what=what)
         expect_close(received, torch.softmax(x, dim=dim), what=what, atol=1e-9, rtol=1e-7)

@@ -150,7 +150,9 @@ def attempt(candidate: Callable[..., Any], *args: Any, what: str, **kwargs: Any)
         ) from None
 
 
-def expect_tensor(received: Any, *, what: str, shape: tuple[int, ...] | None = None) -> torch.Tensor:
+def expect_tensor(
+    received: Any, *, what: str, shape: tuple[int, ...] | None = None
+) -> torch.Tensor:
     """Fail unless ``received`` is a tensor (of ``shape``, when given)."""
     if not isinstance(received, torch.Tensor):
         raise ExerciseFailure(f"for {what}, expected a tensor, received {_short(received)}")
@@ -177,7 +179,9 @@ def expect_close(
     tolerance = atol + rtol * expected.abs()
     if bool((difference <= tolerance).all()):
         return
-    worst = tuple(int(i) for i in torch.nonzero(difference - tolerance == (difference - tolerance).max())[0])
+    worst = tuple(
+        int(i) for i in torch.nonzero(difference - tolerance == (difference - tolerance).max())[0]
+    )
     raise ExerciseFailure(
         f"for {what}, at index {worst} expected {float(expected[worst]):.6g}, "
         f"received {float(received[worst]):.6g} (max abs difference {float(difference.max()):.3g})"
@@ -192,4 +196,6 @@ def expect_equal(received: Any, expected: Any, *, what: str) -> None:
     else:
         same = received == expected
     if not same:
-        raise ExerciseFailure(f"for {what}, expected {_short(expected)}, received {_short(received)}")
+        raise ExerciseFailure(
+            f"for {what}, expected {_short(expected)}, received {_short(received)}"
+        )

@@ -37,8 +37,9 @@ class BookFigure(Figure):
         return buffer.getvalue()
 
 
-def new_figure(nrows: int = 1, ncols: int = 1, *, width: float = 6.0, height: float = 3.6,
-               **subplot_kw) -> tuple[Figure, object]:
+def new_figure(
+    nrows: int = 1, ncols: int = 1, *, width: float = 6.0, height: float = 3.6, **subplot_kw
+) -> tuple[Figure, object]:
     """A styled figure with an ``nrows`` × ``ncols`` grid; returns ``(fig, axes)``.
 
     ``axes`` is a single Axes for a 1×1 grid, otherwise a NumPy array of Axes.
@@ -49,7 +50,7 @@ def new_figure(nrows: int = 1, ncols: int = 1, *, width: float = 6.0, height: fl
     with matplotlib.rc_context(_STYLE):
         fig = BookFigure(figsize=(width, height), layout="constrained")
         axes = fig.subplots(nrows, ncols, squeeze=True, **subplot_kw)
-    for ax in (axes.flat if hasattr(axes, "flat") else [axes]):
+    for ax in axes.flat if hasattr(axes, "flat") else [axes]:
         ax.spines[["top", "right"]].set_visible(False)
         ax.grid(True, alpha=0.3)
         ax.set_prop_cycle(color=PALETTE)
