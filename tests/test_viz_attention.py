@@ -30,7 +30,7 @@ def test_heatmap_labels_ticks_colorbar_and_annotations():
     fig = attention_heatmap(w, ["a", "b", "c", "d"], ["x", "y", "z"], "title")
     assert isinstance(fig, Figure)
     ax, colorbar = fig.axes
-    assert ax.get_title() == "title"
+    assert fig.get_suptitle() == "title" and ax.get_title() == ""
     assert [t.get_text() for t in ax.get_xticklabels()] == ["a", "b", "c", "d"]
     assert [t.get_text() for t in ax.get_yticklabels()] == ["x", "y", "z"]
     assert ax.get_xlabel() == "keys" and ax.get_ylabel() == "queries"

@@ -18,6 +18,7 @@ in the cells when the matrix is small enough to read them.
 from __future__ import annotations
 
 import math
+import textwrap
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -106,17 +107,19 @@ def draw_attention(
     require(isinstance(max_ticks, int) and max_ticks >= 1, "max_ticks", "an integer >= 1",
             repr(max_ticks))
     positions, texts = _ticks(x_text, cols, max_ticks)
-    long_labels = max((len(t) for t in texts), default=0) > 3
-    ax.set_xticks(positions, texts, rotation=60 if long_labels else 0,
-                  ha="right" if long_labels else "center",
-                  rotation_mode="anchor" if long_labels else "default")
+    y_longest = max(len(t) for t in _ticks(y_text, rows, max_ticks)[1])
+    cells_width = _axes_width_inches(ax) - 0.55 - _CHAR_INCHES * y_longest  # minus y labels
+    rotate = _needs_rotation(texts, cells_width)
+    ax.set_xticks(positions, texts, rotation=60 if rotate else 0,
+                  ha="right" if rotate else "center",
+                  rotation_mode="anchor" if rotate else "default")
     positions, texts = _ticks(y_text, rows, max_ticks)
     ax.set_yticks(positions, texts)
     ax.tick_params(length=0, labelsize=8 if max(rows, cols) > 15 else 9)
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
     if title:
-        ax.set_title(title)
+        ax.set_title(_wrap(title, _axes_width_inches(ax)))
     if annotate is None:
         annotate = max(rows, cols) <= ANNOTATE_MAX_SIDE
     if annotate:
@@ -130,10 +133,41 @@ def draw_attention(
     return image
 
 
-def _auto_size(rows: int, cols: int) -> tuple[float, float]:
-    width = min(max(0.42 * cols + 2.4, 3.8), 9.0)
-    height = min(max(0.36 * rows + 1.4, 2.8), 7.5)
-    return width, height
+def _wrap(title: str, width_inches: float) -> str:
+    """Break a title into lines that fit ``width_inches`` at the title font size."""
+    return "\n".join(textwrap.wrap(title, max(int(width_inches * 11), 20)))
+
+
+def _axes_width_inches(ax: Any) -> float:
+    return ax.get_position().width * ax.figure.get_figwidth()
+
+
+def _needs_rotation(texts: Sequence[str], width_inches: float) -> bool:
+    """Rotate x tick labels when, written flat, they would not fit side by side."""
+    return sum(len(t) + 2 for t in texts) * _CHAR_INCHES > width_inches
+
+
+#: Rough width of one tick-label character at font size 9, in inches.
+_CHAR_INCHES = 0.075
+
+
+def _longest(labels: Sequence[Any] | None, size: int, max_ticks: int) -> tuple[int, int]:
+    """Length of the longest drawn label and the total characters of all drawn labels."""
+    texts = _ticks(None if labels is None else [str(x) for x in labels], size, max_ticks)[1]
+    return max(len(t) for t in texts), sum(len(t) + 2 for t in texts)
+
+
+def _panel_size(rows: int, cols: int, x_labels: Sequence[Any] | None,
+                y_labels: Sequence[Any] | None, max_ticks: int) -> tuple[float, float]:
+    """Width and height (inches) of one heatmap panel with its tick labels, no colour bar."""
+    cells_w = min(max(0.42 * cols, 2.0), 6.0)
+    cells_h = min(max(0.36 * rows, 1.4), 5.5)
+    x_longest, x_total = _longest(x_labels, cols, max_ticks)
+    y_longest, _ = _longest(y_labels, rows, max_ticks)
+    rotated = x_total * _CHAR_INCHES > cells_w
+    left = 0.55 + _CHAR_INCHES * y_longest  # y tick labels and the y label
+    bottom = 0.5 + (0.87 * _CHAR_INCHES * x_longest if rotated else 0.2)
+    return cells_w + left, cells_h + bottom + 0.45  # + the title
 
 
 def attention_heatmap(
@@ -162,11 +196,13 @@ def attention_heatmap(
     ``annotate`` is True, or when it is None and the matrix is at most 12 × 12.
     """
     matrix = _as_matrix(weights, "weights")
-    auto_width, auto_height = _auto_size(*matrix.shape)
-    fig, ax = new_figure(width=width or auto_width, height=height or auto_height)
-    image = draw_attention(ax, matrix, x_labels, y_labels, title, xlabel=xlabel, ylabel=ylabel,
+    auto_width, auto_height = _panel_size(*matrix.shape, x_labels, y_labels, max_ticks)
+    fig, ax = new_figure(width=width or auto_width + 1.1, height=height or auto_height)
+    image = draw_attention(ax, matrix, x_labels, y_labels, "", xlabel=xlabel, ylabel=ylabel,
                            annotate=annotate, vmin=vmin, vmax=vmax, fmt=fmt, max_ticks=max_ticks)
     fig.colorbar(image, ax=ax, label=colorbar_label, shrink=0.9)
+    if title:  # centred over the whole figure, so long tick labels never push it off the edge
+        fig.suptitle(_wrap(title, fig.get_figwidth()), fontsize=11)
     return fig
 
 
@@ -228,11 +264,11 @@ def attention_grid(
     nrows = math.ceil(count / ncols)
     x_per = _per_panel(x_labels, count, "x_labels")
     y_per = _per_panel(y_labels, count, "y_labels")
-    rows = max(m.shape[0] for m in matrices)
-    cols = max(m.shape[1] for m in matrices)
-    auto_width = min(max(0.3 * cols + 1.3, 2.4), 6.0)
-    auto_height = min(max(0.3 * rows + 1.3, 2.4), 6.0)
-    width = (panel_width or auto_width) * ncols + 1.0  # + the colour bar
+    sizes = [_panel_size(*m.shape, x, y, max_ticks)
+             for m, x, y in zip(matrices, x_per, y_per, strict=True)]
+    auto_width = min(max(w for w, _ in sizes), 5.5)
+    auto_height = min(max(h for _, h in sizes), 5.5)
+    width = (panel_width or auto_width) * ncols + 1.1  # + the colour bar
     height = (panel_height or auto_height) * nrows + (0.4 if suptitle else 0.0)
     fig, axes = new_figure(nrows, ncols, width=width, height=height)
     axes = np.atleast_1d(axes).reshape(nrows, ncols)
