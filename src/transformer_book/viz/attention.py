@@ -60,6 +60,11 @@ def _check_labels(labels: Sequence[Any] | None, size: int, argument: str) -> lis
     return labels
 
 
+def _require_max_ticks(max_ticks: Any) -> None:
+    ok = isinstance(max_ticks, int) and not isinstance(max_ticks, bool) and max_ticks >= 1
+    require(ok, "max_ticks", "an integer >= 1", repr(max_ticks))
+
+
 def _ticks(labels: list[str] | None, size: int, max_ticks: int) -> tuple[np.ndarray, list[str]]:
     """Tick positions and texts, thinned to at most ``max_ticks`` per axis."""
     step = max(1, math.ceil(size / max_ticks))
@@ -104,8 +109,7 @@ def draw_attention(
                       interpolation="nearest")
     ax.grid(False)
     ax.spines[:].set_visible(False)
-    require(isinstance(max_ticks, int) and max_ticks >= 1, "max_ticks", "an integer >= 1",
-            repr(max_ticks))
+    _require_max_ticks(max_ticks)
     positions, texts = _ticks(x_text, cols, max_ticks)
     y_longest = max(len(t) for t in _ticks(y_text, rows, max_ticks)[1])
     cells_width = _axes_width_inches(ax) - 0.55 - _CHAR_INCHES * y_longest  # minus y labels
@@ -160,6 +164,9 @@ def _longest(labels: Sequence[Any] | None, size: int, max_ticks: int) -> tuple[i
 def _panel_size(rows: int, cols: int, x_labels: Sequence[Any] | None,
                 y_labels: Sequence[Any] | None, max_ticks: int) -> tuple[float, float]:
     """Width and height (inches) of one heatmap panel with its tick labels, no colour bar."""
+    _require_max_ticks(max_ticks)
+    x_labels = _check_labels(x_labels, cols, "x_labels")
+    y_labels = _check_labels(y_labels, rows, "y_labels")
     cells_w = min(max(0.42 * cols, 2.0), 6.0)
     cells_h = min(max(0.36 * rows, 1.4), 5.5)
     x_longest, x_total = _longest(x_labels, cols, max_ticks)
