@@ -1,0 +1,47 @@
+"""Chapter 06's checkers accept correct answers and reject the classic mistakes."""
+
+from __future__ import annotations
+
+import torch
+
+from transformer_book.attention import scaled_dot_product_attention
+from transformer_book.exercises import run_check
+
+
+def split_heads(x, h):
+    return x.unflatten(-1, (h, x.shape[-1] // h)).transpose(-3, -2)
+
+
+def multi_head_attention(query, key, value, W_q, W_k, W_v, W_o, h, mask=None):
+    out, _ = scaled_dot_product_attention(split_heads(query @ W_q, h), split_heads(key @ W_k, h),
+                                          split_heads(value @ W_v, h), mask)
+    return out.transpose(1, 2).flatten(-2) @ W_o
+
+
+def test_06_1_passes_view_and_transpose_and_fails_view_alone():
+    assert run_check("06.1", split_heads).passed
+    view_alone = lambda x, h: x.reshape(*x.shape[:-2], h, x.shape[-2], x.shape[-1] // h)  # noqa: E731
+    result = run_check("06.1", view_alone)
+    assert result.status == "failed" and "expected" in result.detail
+
+
+def test_06_1_not_attempted():
+    def stub(x, h):
+        raise NotImplementedError("Exercise 06.1: write your solution here")
+
+    assert run_check("06.1", stub).status == "not attempted"
+
+
+def test_06_2_passes_the_batched_version_and_fails_common_slips():
+    assert run_check("06.2", multi_head_attention).passed
+    no_output_projection = lambda q, k, v, W_q, W_k, W_v, W_o, h, mask=None: (  # noqa: E731
+        multi_head_attention(q, k, v, W_q, W_k, W_v, torch.eye(W_o.shape[0], dtype=W_o.dtype),
+                             h, mask))
+    assert run_check("06.2", no_output_projection).status == "failed"
+    self_only = lambda q, k, v, W_q, W_k, W_v, W_o, h, mask=None: (  # noqa: E731
+        multi_head_attention(q, q, q, W_q, W_k, W_v, W_o, h, mask if mask is None or
+                             mask.shape[-1] == q.shape[1] else None))
+    assert run_check("06.2", self_only).status == "failed"
+    ignores_mask = lambda q, k, v, W_q, W_k, W_v, W_o, h, mask=None: (  # noqa: E731
+        multi_head_attention(q, k, v, W_q, W_k, W_v, W_o, h))
+    assert run_check("06.2", ignores_mask).status == "failed"
