@@ -35,9 +35,9 @@ def _source_mask(lengths: torch.Tensor, width: int) -> torch.Tensor:
     return torch.arange(width) < lengths[:, None]
 
 
-@exercise("07.1", "cross_attention")
+@exercise("07.1", "padded_cross_attention")
 def check_cross_attention(cross_attention) -> str:
-    """``cross_attention(decoder_states, encoder_states, W_q, W_k, W_v, memory_mask=None)``
+    """``padded_cross_attention(decoder_states, encoder_states, W_q, W_k, W_v, memory_mask=None)``
     must equal the package's scaled dot-product attention with queries from the decoder and
     keys and values from the encoder, padding masked."""
     generator = fresh_generator()
