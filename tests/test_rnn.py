@@ -79,6 +79,34 @@ def test_outputs_do_not_depend_on_future_inputs() -> None:
     torch.testing.assert_close(rnn_unroll(cell, x)[0][:, :4], rnn_unroll(cell, y)[0][:, :4])
 
 
+def test_unroll_backward_reads_the_input_once() -> None:
+    """The input is split once (unbind): its backward is linear in L, not quadratic as L
+    slices x[:, t] would be (each slice's backward builds a zero-filled (B, L, I) tensor)."""
+    cell = RNNCell(3, 4).double()
+    x = torch.randn(2, 40, 3, dtype=torch.float64, requires_grad=True)
+    out, _ = rnn_unroll(cell, x)
+    names, stack, seen = [], [out.grad_fn], set()
+    while stack:
+        node = stack.pop()
+        if node is None or node in seen:
+            continue
+        seen.add(node)
+        names.append(type(node).__name__)
+        stack.extend(child for child, _ in node.next_functions)
+    assert "SelectBackward0" not in names and names.count("UnbindBackward0") == 1
+    (grad,) = torch.autograd.grad(out.sum(), x)
+    reference = torch.autograd.grad(
+        torch.stack(list(_slice_unroll(cell, x)), dim=1).sum(), x)[0]
+    torch.testing.assert_close(grad, reference, rtol=1e-12, atol=1e-12)
+
+
+def _slice_unroll(cell, x):
+    h = None
+    for t in range(x.shape[1]):
+        h = cell(x[:, t], h)
+        yield h
+
+
 def test_gradient_norm_by_distance_matches_autograd_jacobian() -> None:
     torch.manual_seed(0)
     cell = nn.GRUCell(3, 4).double()

@@ -98,8 +98,10 @@ def rnn_unroll(
     require(x.shape[1] >= 1, "x", "a sequence of length >= 1", f"shape {tuple(x.shape)}")
     h = h0
     states = []
-    for t in range(x.shape[1]):  # step t waits for step t-1: nothing here runs in parallel
-        h = cell(x[:, t], h)  # (B, I), (B, H) -> (B, H)
+    # unbind, not x[:, t]: its backward stacks the L input gradients once, whereas each
+    # slice's backward would add a zero-filled (B, L, I) tensor (quadratic in L).
+    for x_t in x.unbind(1):  # step t waits for step t-1: nothing here runs in parallel
+        h = cell(x_t, h)  # (B, I), (B, H) -> (B, H)
         states.append(h)
     outputs = torch.stack(states, dim=1)  # L x (B, H) -> (B, L, H)
     return outputs, outputs[:, -1]

@@ -1,0 +1,187 @@
+"""Run every benchmark and print one table of speed ratios against PyTorch's own modules.
+
+Usage::
+
+    python benchmarks/run_all.py                      # full sizes, print the table
+    python benchmarks/run_all.py --quick              # small sizes, a smoke run
+    python benchmarks/run_all.py --results results    # also write results/bench-<UTC>.json
+    python benchmarks/run_all.py --clock cpu          # CPU time: steadier on a busy machine
+
+Each ``benchmarks/bench_*.py`` exposes ``run(quick=False, clock="wall") -> list[dict]``; this
+script calls them all (in name order), turns their rows into one table -- name, ours,
+reference, ratio, goal, met? -- and, with ``--results``, writes everything (the table, each
+benchmark's raw rows, the machine, the git commit and the command) as one JSON record,
+atomically. ``ratio`` is always "how many times faster than the reference" (>= 1: ours at
+least as fast); ``goal`` is the ratio the course aims for:
+
+=========================================  =====  ==========================================
+comparison                                 goal   why
+=========================================  =====  ==========================================
+attention core, teaching vs fused SDPA     0.5    the explicit path exists to be read
+MultiHeadAttention fast path vs torch      0.9    the same fused kernel plus our checks
+MultiHeadAttention teaching vs torch       0.5    it also materialises the weights
+training step vs nn.Transformer            0.9    the same arithmetic, no hidden shortcuts
+greedy decoding, cache vs no cache         3.0    the KV cache must pay for itself
+beam 4 vs greedy (greedy time / beam time) 1/3    beam search within 3x of greedy
+=========================================  =====  ==========================================
+
+The benchmarks run on the CPU (the numbers are ratios, so they transfer between machines far
+better than absolute times). Exit status 0 even when a goal is missed: the table says so.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import inspect
+import json
+import os
+import sys
+import tempfile
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+
+# Goals for rows whose benchmark does not state its own (see the module docstring).
+GOALS = {
+    "attention fast": 0.9,
+    "attention teaching": 0.5,
+    "model": 0.9,
+}
+
+
+def discover(folder: Path = HERE) -> list[Path]:
+    """The ``bench_*.py`` files of ``folder``, in name order."""
+    return sorted(folder.glob("bench_*.py"))
+
+
+def load(path: Path) -> ModuleType:
+    """Import a benchmark file as a module (the folder is not a package)."""
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    if spec is None or spec.loader is None:
+        raise ValueError(f"path: expected a Python file, received {path}")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    if not callable(getattr(module, "run", None)):
+        raise ValueError(f"{path.name}: expected a function run(quick, clock), found none")
+    return module
+
+
+def _row(name: str, unit: str, ours: float, reference: float, ratio: float,
+         goal: float, source: str) -> dict[str, Any]:
+    return {"name": name, "unit": unit, "ours": float(ours), "reference": float(reference),
+            "ratio": float(ratio), "goal": float(goal), "met": bool(ratio >= goal),
+            "benchmark": source}
+
+
+def normalise(source: str, rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One benchmark's rows as table rows ``{name, unit, ours, reference, ratio, goal, met}``.
+
+    ``bench_attention`` reports both paths of MultiHeadAttention in one row; it becomes two.
+    Rows with ``name``/``ours``/``reference``/``ratio`` pass through, their ``goal`` taken
+    from the row or from :data:`GOALS`.
+    """
+    table = []
+    for row in rows:
+        if row.get("benchmark") == "attention":  # bench_attention: one row, two paths
+            size = f"B={row['B']} L={row['L']} d={row['d_model']} h={row['heads']}"
+            table.append(_row(f"MultiHeadAttention fast path vs nn.MultiheadAttention, {size}",
+                              "ms", row["fast_ms"], row["torch_ms"], row["fast_ratio"],
+                              GOALS["attention fast"], source))
+            table.append(_row(f"MultiHeadAttention teaching path vs nn.MultiheadAttention, "
+                              f"{size}", "ms", row["teaching_ms"], row["torch_ms"],
+                              row["teaching_ratio"], GOALS["attention teaching"], source))
+            continue
+        missing = [key for key in ("name", "ours", "reference", "ratio") if key not in row]
+        if missing:
+            raise ValueError(f"{source}: expected rows with name/ours/reference/ratio, "
+                             f"received a row without {missing}")
+        goal = row.get("goal", GOALS.get(source.removeprefix("bench_")))
+        if goal is None:
+            raise ValueError(f"{source}: expected a goal in the row or in GOALS, received none")
+        table.append(_row(row["name"], row.get("unit", ""), row["ours"], row["reference"],
+                          row["ratio"], goal, source))
+    return table
+
+
+def run_all(quick: bool = False, clock: str = "wall", paths: Sequence[Path] | None = None,
+            log: Callable[[str], None] = print) -> tuple[list[dict], dict[str, list[dict]]]:
+    """Run every benchmark; return ``(table rows, {benchmark: raw rows})``."""
+    table: list[dict] = []
+    raw: dict[str, list[dict]] = {}
+    for path in (discover() if paths is None else paths):
+        module = load(path)
+        log(f"running {path.name} ({'quick' if quick else 'full'}) ...")
+        kwargs: dict[str, Any] = {"quick": quick}
+        if "clock" in inspect.signature(module.run).parameters:
+            kwargs["clock"] = clock
+        rows = module.run(**kwargs)
+        raw[path.stem] = rows
+        table.extend(normalise(path.stem, rows))
+    return table, raw
+
+
+def format_table(table: Sequence[dict[str, Any]]) -> str:
+    """The one table: name, ours, reference (with unit), ratio, goal, met?."""
+    width = max([len(r["name"]) for r in table] + [10])
+    lines = [f"{'benchmark':<{width}} | {'ours':>10} {'reference':>10} {'unit':<8} | "
+             f"{'ratio':>6} {'goal':>5} met?"]
+    lines.append("-" * len(lines[0]))
+    for r in table:
+        lines.append(f"{r['name']:<{width}} | {r['ours']:>10.4g} {r['reference']:>10.4g} "
+                     f"{r['unit']:<8} | {r['ratio']:>6.2f} {r['goal']:>5.2f} "
+                     f"{'yes' if r['met'] else 'NO'}")
+    met = sum(r["met"] for r in table)
+    lines.append(f"{met} of {len(table)} goals met")
+    return "\n".join(lines)
+
+
+def write_results(folder: Path, record: dict[str, Any]) -> Path:
+    """Write ``record`` to ``folder/bench-<UTC timestamp>.json`` atomically (temp + rename)."""
+    from transformer_book.train.records import utc_timestamp
+
+    folder.mkdir(parents=True, exist_ok=True)
+    target = folder / f"bench-{utc_timestamp()}.json"
+    counter = 1
+    while target.exists():
+        target = folder / f"bench-{utc_timestamp()}-{counter}.json"
+        counter += 1
+    fd, temp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=folder)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            json.dump(record, handle, indent=2, allow_nan=False)
+            handle.write("\n")
+        os.replace(temp, target)
+    except BaseException:
+        Path(temp).unlink(missing_ok=True)
+        raise
+    return target
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="small sizes (a smoke run)")
+    parser.add_argument("--results", type=Path, default=None,
+                        help="write results/bench-<UTC timestamp>.json into this folder")
+    parser.add_argument("--clock", choices=("wall", "cpu"), default="wall",
+                        help="wall time, or this process's CPU time (steadier when busy)")
+    args = parser.parse_args(argv)
+    from transformer_book.train.records import command_line, git_commit, hardware_info
+
+    table, raw = run_all(quick=args.quick, clock=args.clock)
+    print(format_table(table))
+    if args.results is not None:
+        record = {"kind": "bench", "quick": args.quick, "clock": args.clock,
+                  "command": command_line(["python", "benchmarks/run_all.py",
+                                           *(sys.argv[1:] if argv is None else argv)]),
+                  "git": git_commit(), "hardware": hardware_info("cpu"),
+                  "table": table, "raw": raw}
+        print(f"record: {write_results(args.results, record)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
