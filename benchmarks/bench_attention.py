@@ -13,16 +13,11 @@ machine ``--threads 1 --clock cpu`` measures CPU time instead of wall time.
 
 from __future__ import annotations
 
-import argparse
-import json
-import os
 import statistics
-import tempfile
-import time
 from collections.abc import Callable
-from pathlib import Path
 
 import torch
+from _common import command_line, measure  # benchmarks/_common.py
 from torch import nn
 
 from transformer_book.attention import MultiHeadAttention
@@ -42,27 +37,6 @@ def _step(module: nn.Module, x: torch.Tensor, call: Callable) -> Callable[[], No
     return step
 
 
-CLOCKS = {"wall": time.perf_counter, "cpu": time.process_time}
-
-
-def _measure(
-    steps: dict[str, Callable[[], None]], repeats: int, warmup: int, clock: str = "wall"
-) -> dict[str, list[float]]:
-    """Seconds per step for each callable, interleaved so load changes hit all alike."""
-    now = CLOCKS[clock]
-    for _ in range(warmup):
-        for step in steps.values():
-            step()
-    times: dict[str, list[float]] = {name: [] for name in steps}
-    for i in range(repeats):
-        names = list(steps) if i % 2 == 0 else list(reversed(steps))
-        for name in names:
-            start = now()
-            steps[name]()
-            times[name].append(now() - start)
-    return times
-
-
 def bench_one(
     batch: int, length: int, d_model: int, heads: int, repeats: int, clock: str = "wall"
 ) -> dict:
@@ -76,7 +50,7 @@ def bench_one(
         "fast": _step(ours, x, lambda m, t: m(t)[0]),
         "teaching": _step(ours, x, lambda m, t: m(t, need_weights=True)[0]),
     }
-    times = _measure(steps, repeats=repeats, warmup=max(2, repeats // 5), clock=clock)
+    times = measure(steps, repeats=repeats, warmup=max(2, repeats // 5), clock=clock)
     seconds = {name: statistics.median(ts) for name, ts in times.items()}
     best = {name: min(ts) for name, ts in times.items()}
     return {
@@ -124,29 +98,7 @@ def _print(rows: list[dict]) -> None:
               + ("  (main)" * r["main"]))
 
 
-def _write_json(rows: list[dict], path: Path) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
-    with os.fdopen(fd, "w") as f:
-        json.dump(rows, f, indent=2)
-    os.replace(tmp, path)
-
-
-def main(argv: list[str] | None = None) -> list[dict]:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="fewer sizes and repeats")
-    parser.add_argument("--json", type=Path, default=None, help="also write the rows here")
-    parser.add_argument("--threads", type=int, default=None, help="torch intra-op threads")
-    parser.add_argument("--clock", choices=sorted(CLOCKS), default="wall",
-                        help="wall time (default) or this process's CPU time (busy machines)")
-    args = parser.parse_args(argv)
-    if args.threads is not None:
-        torch.set_num_threads(args.threads)
-    rows = run(quick=args.quick, clock=args.clock)
-    _print(rows)
-    if args.json is not None:
-        _write_json(rows, args.json)
-    return rows
+main = command_line(__doc__, run, _print)
 
 
 if __name__ == "__main__":

@@ -19,16 +19,8 @@ Medians of interleaved repeats after one warmup, on one intra-op thread (the cou
 
 from __future__ import annotations
 
-import argparse
-import json
-import os
-import statistics
-import tempfile
-import time
-from collections.abc import Callable
-from pathlib import Path
-
 import torch
+from _common import command_line, measure, medians, one_thread  # benchmarks/_common.py
 
 from transformer_book.config import TransformerConfig
 from transformer_book.decode import beam_search, greedy_decode
@@ -39,41 +31,21 @@ FULL = dict(batch=64, beam_batch=16, src_len=20, steps=50, repeats=3)
 QUICK = dict(batch=16, beam_batch=4, src_len=12, steps=20, repeats=1)
 
 
-CLOCKS = {"wall": time.perf_counter, "cpu": time.process_time}
-
-
-def _measure(calls: dict[str, Callable[[], object]], repeats: int,
-             clock: str = "wall") -> dict[str, float]:
-    """Median seconds per call for each callable, interleaved, after one warmup call each."""
-    now = CLOCKS[clock]
-    for call in calls.values():
-        call()
-    times: dict[str, list[float]] = {name: [] for name in calls}
-    for i in range(repeats):
-        for name in (list(calls) if i % 2 == 0 else list(reversed(calls))):
-            start = now()
-            calls[name]()
-            times[name].append(now() - start)
-    return {name: statistics.median(ts) for name, ts in times.items()}
-
-
 def run(quick: bool = False, clock: str = "wall") -> list[dict]:
     """The two comparisons at the quick or full size; ``clock="cpu"`` times this process's
     CPU seconds (steadier on a busy machine), ``"wall"`` what a user sees."""
     size = QUICK if quick else FULL
     steps = size["steps"]
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
+    with one_thread():
         torch.manual_seed(0)
         config = TransformerConfig.preset("small", VOCAB, max_len=128)
         model = Transformer(config).eval()
         src = torch.randint(4, VOCAB, (size["batch"], size["src_len"]))
         fixed = dict(max_len=steps, min_len=steps)
-        t = _measure({
+        t = medians(measure({
             "cache": lambda: greedy_decode(model, src, use_cache=True, **fixed),
             "no cache": lambda: greedy_decode(model, src, use_cache=False, **fixed),
-        }, size["repeats"], clock)
+        }, size["repeats"], clock=clock))
         rows = [{
             "name": f"greedy cache vs no cache, B={size['batch']}, {steps} tokens",
             "unit": "s", "ours": t["cache"], "reference": t["no cache"],
@@ -81,18 +53,16 @@ def run(quick: bool = False, clock: str = "wall") -> list[dict]:
         }]
         small = src[: size["beam_batch"]]
         beam = dict(max_len_a=0.0, max_len_b=steps, min_len=steps)
-        t = _measure({
+        t = medians(measure({
             "beam": lambda: beam_search(model, small, beam_size=4, alpha=0.6, **beam),
             "greedy": lambda: greedy_decode(model, small, **fixed),
-        }, size["repeats"], clock)
+        }, size["repeats"], clock=clock))
         rows.append({
             "name": f"beam 4 vs greedy, B={size['beam_batch']}, {steps} tokens",
             "unit": "s", "ours": t["beam"], "reference": t["greedy"],
             "ratio": t["greedy"] / t["beam"], "goal": 1 / 3,
         })
         return rows
-    finally:
-        torch.set_num_threads(threads)
 
 
 def _print(rows: list[dict]) -> None:
@@ -102,26 +72,7 @@ def _print(rows: list[dict]) -> None:
               f"{r['ratio']:6.2f} {r['goal']:6.2f}")
 
 
-def _write_json(rows: list[dict], path: Path) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
-    with os.fdopen(fd, "w") as f:
-        json.dump(rows, f, indent=2)
-    os.replace(tmp, path)
-
-
-def main(argv: list[str] | None = None) -> list[dict]:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="smaller batches, fewer steps")
-    parser.add_argument("--json", type=Path, default=None, help="also write the rows here")
-    parser.add_argument("--clock", choices=sorted(CLOCKS), default="wall",
-                        help="wall time, or this process's CPU time (steadier on a busy machine)")
-    args = parser.parse_args(argv)
-    rows = run(quick=args.quick, clock=args.clock)
-    _print(rows)
-    if args.json is not None:
-        _write_json(rows, args.json)
-    return rows
+main = command_line(__doc__, run, _print)
 
 
 if __name__ == "__main__":

@@ -19,18 +19,13 @@ steady under load). ``--clock cpu`` times this process's CPU seconds instead of 
 
 from __future__ import annotations
 
-import argparse
-import json
 import math
-import os
 import statistics
-import tempfile
-import time
 from collections.abc import Callable
-from pathlib import Path
 
 import torch
 import torch.nn.functional as F
+from _common import command_line, measure, one_thread  # benchmarks/_common.py
 from torch import nn
 
 from transformer_book.config import TransformerConfig
@@ -97,25 +92,6 @@ def _step(model: nn.Module, optimizer: torch.optim.Optimizer, src: torch.Tensor,
     return step
 
 
-CLOCKS = {"wall": time.perf_counter, "cpu": time.process_time}
-
-
-def _measure(steps: dict[str, Callable[[], None]], repeats: int, warmup: int,
-             clock: str = "wall") -> dict[str, list[float]]:
-    """Seconds per step for each callable, interleaved so load changes hit all alike."""
-    now = CLOCKS[clock]
-    for _ in range(warmup):
-        for step in steps.values():
-            step()
-    times: dict[str, list[float]] = {name: [] for name in steps}
-    for i in range(repeats):
-        for name in (list(steps) if i % 2 == 0 else list(reversed(steps))):
-            start = now()
-            steps[name]()
-            times[name].append(now() - start)
-    return times
-
-
 def bench_one(batch: int, max_len: int, dropout: float, repeats: int, clock: str = "wall") -> dict:
     """One training-step comparison at the small preset's dimensions."""
     config = TransformerConfig.preset("small", VOCAB, dropout=dropout, max_len=max_len + 1)
@@ -125,7 +101,7 @@ def bench_one(batch: int, max_len: int, dropout: float, repeats: int, clock: str
     src, tgt = make_batch(batch, max_len)
     tokens = int((src != 0).sum() + (tgt[:, :-1] != 0).sum())
     adam = dict(lr=1e-4, betas=(0.9, 0.98), eps=1e-9)
-    times = _measure({
+    times = measure({
         "ours": _step(ours, torch.optim.Adam(ours.parameters(), **adam), src, tgt),
         "reference": _step(ref, torch.optim.Adam(ref.parameters(), **adam), src, tgt),
     }, repeats=repeats, warmup=2, clock=clock)
@@ -152,14 +128,9 @@ def run(quick: bool = False, clock: str = "wall") -> list[dict]:
     """
     size = QUICK if quick else FULL
     repeats = 3 if quick else 5
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        with torch.enable_grad():
-            return [bench_one(**size, dropout=p, repeats=repeats, clock=clock)
-                    for p in (0.1, 0.0)]
-    finally:
-        torch.set_num_threads(threads)
+    with one_thread(), torch.enable_grad():
+        return [bench_one(**size, dropout=p, repeats=repeats, clock=clock)
+                for p in (0.1, 0.0)]
 
 
 def _print(rows: list[dict]) -> None:
@@ -169,26 +140,7 @@ def _print(rows: list[dict]) -> None:
               f"{r['ratio_best']:6.2f}")
 
 
-def _write_json(rows: list[dict], path: Path) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
-    with os.fdopen(fd, "w") as f:
-        json.dump(rows, f, indent=2)
-    os.replace(tmp, path)
-
-
-def main(argv: list[str] | None = None) -> list[dict]:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="a smaller batch, fewer repeats")
-    parser.add_argument("--json", type=Path, default=None, help="also write the rows here")
-    parser.add_argument("--clock", choices=sorted(CLOCKS), default="wall",
-                        help="wall time, or this process's CPU time (steadier on a busy machine)")
-    args = parser.parse_args(argv)
-    rows = run(quick=args.quick, clock=args.clock)
-    _print(rows)
-    if args.json is not None:
-        _write_json(rows, args.json)
-    return rows
+main = command_line(__doc__, run, _print)
 
 
 if __name__ == "__main__":

@@ -16,40 +16,18 @@ Medians of interleaved repeats after warmup, on one intra-op thread (the course 
 
 from __future__ import annotations
 
-import argparse
-import json
-import os
 import statistics
-import tempfile
-import time
 from collections.abc import Callable
-from pathlib import Path
 
 import torch
 import torch.nn.functional as F
+from _common import command_line, measure, one_thread  # benchmarks/_common.py
 
 from transformer_book.attention import scaled_dot_product_attention
 
 FULL = [(32, 8, 128, 64), (32, 8, 256, 64)]  # B, h, L, d_k
 QUICK = [(8, 8, 64, 64)]
-CLOCKS = {"wall": time.perf_counter, "cpu": time.process_time}
 GOAL = 0.5
-
-
-def _measure(calls: dict[str, Callable[[], None]], repeats: int,
-             clock: str = "wall") -> dict[str, list[float]]:
-    """Seconds per call for each callable, interleaved, after two warmup calls each."""
-    now = CLOCKS[clock]
-    for _ in range(2):
-        for call in calls.values():
-            call()
-    times: dict[str, list[float]] = {name: [] for name in calls}
-    for i in range(repeats):
-        for name in (list(calls) if i % 2 == 0 else list(reversed(calls))):
-            start = now()
-            calls[name]()
-            times[name].append(now() - start)
-    return times
 
 
 def bench_one(batch: int, heads: int, length: int, d_k: int, masked: bool, repeats: int,
@@ -70,10 +48,10 @@ def bench_one(batch: int, heads: int, length: int, d_k: int, masked: bool, repea
             fn().sum().backward()
         return call
 
-    times = _measure({
+    times = measure({
         "ours": step(lambda: scaled_dot_product_attention(q, k, v, mask)[0]),
         "reference": step(lambda: F.scaled_dot_product_attention(q, k, v, attn_mask=mask)),
-    }, repeats, clock)
+    }, repeats, warmup=2, clock=clock)
     median = {name: statistics.median(ts) for name, ts in times.items()}
     best = {name: min(ts) for name, ts in times.items()}
     return {
@@ -88,14 +66,9 @@ def bench_one(batch: int, heads: int, length: int, d_k: int, masked: bool, repea
 
 def run(quick: bool = False, clock: str = "wall") -> list[dict]:
     """Every size without and with a padding mask; ``quick`` is one small size."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        with torch.enable_grad():
-            return [bench_one(*size, masked=masked, repeats=3 if quick else 9, clock=clock)
-                    for size in (QUICK if quick else FULL) for masked in (False, True)]
-    finally:
-        torch.set_num_threads(threads)
+    with one_thread(), torch.enable_grad():
+        return [bench_one(*size, masked=masked, repeats=3 if quick else 9, clock=clock)
+                for size in (QUICK if quick else FULL) for masked in (False, True)]
 
 
 def _print(rows: list[dict]) -> None:
@@ -105,26 +78,7 @@ def _print(rows: list[dict]) -> None:
               f"{r['goal']:5.2f}")
 
 
-def _write_json(rows: list[dict], path: Path) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
-    with os.fdopen(fd, "w") as f:
-        json.dump(rows, f, indent=2)
-    os.replace(tmp, path)
-
-
-def main(argv: list[str] | None = None) -> list[dict]:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="one small size, fewer repeats")
-    parser.add_argument("--json", type=Path, default=None, help="also write the rows here")
-    parser.add_argument("--clock", choices=sorted(CLOCKS), default="wall",
-                        help="wall time, or this process's CPU time (steadier on a busy machine)")
-    args = parser.parse_args(argv)
-    rows = run(quick=args.quick, clock=args.clock)
-    _print(rows)
-    if args.json is not None:
-        _write_json(rows, args.json)
-    return rows
+main = command_line(__doc__, run, _print)
 
 
 if __name__ == "__main__":

@@ -34,16 +34,17 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import inspect
-import json
-import os
 import sys
-import tempfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
+if str(HERE) not in sys.path:  # the bench files import their shared helpers from _common.py
+    sys.path.insert(0, str(HERE))
+
+from _common import CLOCKS, write_json  # noqa: E402  (benchmarks/_common.py)
 
 # Goals for rows whose benchmark does not state its own (see the module docstring).
 GOALS = {
@@ -149,15 +150,7 @@ def write_results(folder: Path, record: dict[str, Any]) -> Path:
     while target.exists():
         target = folder / f"bench-{utc_timestamp()}-{counter}.json"
         counter += 1
-    fd, temp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=folder)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            json.dump(record, handle, indent=2, allow_nan=False)
-            handle.write("\n")
-        os.replace(temp, target)
-    except BaseException:
-        Path(temp).unlink(missing_ok=True)
-        raise
+    write_json(record, target)
     return target
 
 
@@ -166,7 +159,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="small sizes (a smoke run)")
     parser.add_argument("--results", type=Path, default=None,
                         help="write results/bench-<UTC timestamp>.json into this folder")
-    parser.add_argument("--clock", choices=("wall", "cpu"), default="wall",
+    parser.add_argument("--clock", choices=sorted(CLOCKS), default="wall",
                         help="wall time, or this process's CPU time (steadier when busy)")
     args = parser.parse_args(argv)
     from transformer_book.train.records import command_line, git_commit, hardware_info
