@@ -9,8 +9,12 @@ Every figure function takes data and returns a :class:`matplotlib.figure.Figure`
 from __future__ import annotations
 
 import io
+from typing import Any
 
+import numpy as np
 from matplotlib.figure import Figure
+
+from transformer_book.validation import fail, require
 
 PALETTE = ("#1f5f8b", "#e07a1f", "#2e8b57", "#b03a48", "#6a4c93", "#8c8c8c")
 HEATMAP = "viridis"
@@ -55,3 +59,27 @@ def new_figure(
         ax.grid(True, alpha=0.3)
         ax.set_prop_cycle(color=PALETTE)
     return fig, axes
+
+
+def as_array(values: Any, argument: str, ndim: int, *, size: int | None = None,
+             positive: bool = False) -> np.ndarray:
+    """A non-empty, finite float NumPy array of ``ndim`` dimensions, from a tensor (any device,
+    with or without grad), an array or nested lists; ``size`` fixes the length of a 1-D array
+    and ``positive`` requires values > 0 (log axes). Anything else is a ``ValueError`` that
+    names ``argument``."""
+    if hasattr(values, "detach"):  # torch.Tensor
+        values = values.detach().to("cpu").double().numpy()
+    try:
+        array = np.asarray(values, dtype=float)
+    except (TypeError, ValueError):
+        raise fail(argument, f"a {ndim}-D array or tensor of numbers",
+                   type(values).__name__) from None
+    require(array.ndim == ndim and array.size > 0, argument, f"a non-empty {ndim}-D array",
+            f"shape {array.shape}")
+    if size is not None:
+        require(array.size == size, argument, f"{size} values", f"{array.size} values")
+    require(bool(np.isfinite(array).all()), argument, "finite values", "NaN or infinity")
+    if positive:
+        require(bool((array > 0).all()), argument, "positive values (log scale)",
+                f"minimum {array.min():g}")
+    return array

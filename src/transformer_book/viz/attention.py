@@ -25,8 +25,8 @@ from typing import Any
 import numpy as np
 from matplotlib.figure import Figure
 
-from transformer_book.validation import fail, require
-from transformer_book.viz import HEATMAP, PALETTE, new_figure
+from transformer_book.validation import require
+from transformer_book.viz import HEATMAP, PALETTE, as_array, new_figure
 
 __all__ = ["attention_grid", "attention_heatmap", "draw_attention", "regression_fits"]
 
@@ -35,20 +35,6 @@ __all__ = ["attention_grid", "attention_heatmap", "draw_attention", "regression_
 ANNOTATE_MAX_SIDE = 12
 #: At most this many tick labels are drawn per axis; longer label lists are thinned.
 MAX_TICKS = 40
-
-
-def _as_matrix(weights: Any, argument: str) -> np.ndarray:
-    """A 2-D float NumPy array from a tensor (any device, with grad) or an array-like."""
-    if hasattr(weights, "detach"):  # torch.Tensor
-        weights = weights.detach().to("cpu").double().numpy()
-    try:
-        matrix = np.asarray(weights, dtype=float)
-    except (TypeError, ValueError):
-        raise fail(argument, "a 2-D array or tensor of numbers", type(weights).__name__) from None
-    require(matrix.ndim == 2 and matrix.size > 0, argument,
-            "a non-empty 2-D array (queries × keys)", f"shape {matrix.shape}")
-    require(bool(np.isfinite(matrix).all()), argument, "finite values", "NaN or infinity")
-    return matrix
 
 
 def _check_labels(labels: Sequence[Any] | None, size: int, argument: str) -> list[str] | None:
@@ -97,7 +83,7 @@ def draw_attention(
     :data:`ANNOTATE_MAX_SIDE`. At most ``max_ticks`` labels are drawn per axis (evenly
     thinned).
     """
-    matrix = _as_matrix(weights, "weights")
+    matrix = as_array(weights, "weights", 2)
     rows, cols = matrix.shape
     x_text = _check_labels(x_labels, cols, "x_labels")
     y_text = _check_labels(y_labels, rows, "y_labels")
@@ -202,7 +188,7 @@ def attention_heatmap(
     ends at ``vmax`` (default: the largest entry). Values are written in the cells when
     ``annotate`` is True, or when it is None and the matrix is at most 12 × 12.
     """
-    matrix = _as_matrix(weights, "weights")
+    matrix = as_array(weights, "weights", 2)
     auto_width, auto_height = _panel_size(*matrix.shape, x_labels, y_labels, max_ticks)
     fig, ax = new_figure(width=width or auto_width + 1.1, height=height or auto_height)
     image = draw_attention(ax, matrix, x_labels, y_labels, "", xlabel=xlabel, ylabel=ylabel,
@@ -258,7 +244,7 @@ def attention_grid(
         weights_list = list(weights_list.unbind(0))
     require(isinstance(weights_list, Sequence) and len(weights_list) > 0, "weights_list",
             "a non-empty sequence of 2-D matrices or a 3-D tensor", type(weights_list).__name__)
-    matrices = [_as_matrix(w, f"weights_list[{i}]") for i, w in enumerate(weights_list)]
+    matrices = [as_array(w, f"weights_list[{i}]", 2) for i, w in enumerate(weights_list)]
     count = len(matrices)
     if titles is not None:
         titles = list(titles)
@@ -300,20 +286,6 @@ def attention_grid(
     return fig
 
 
-def _as_vector(values: Any, argument: str) -> np.ndarray:
-    """A 1-D float NumPy array from a tensor or an array-like."""
-    if hasattr(values, "detach"):  # torch.Tensor
-        values = values.detach().to("cpu").double().numpy()
-    try:
-        vector = np.asarray(values, dtype=float)
-    except (TypeError, ValueError):
-        raise fail(argument, "a 1-D array or tensor of numbers", type(values).__name__) from None
-    require(vector.ndim == 1 and vector.size > 0, argument, "a non-empty 1-D array",
-            f"shape {vector.shape}")
-    require(bool(np.isfinite(vector).all()), argument, "finite values", "NaN or infinity")
-    return vector
-
-
 def regression_fits(
     x_train: Any,
     y_train: Any,
@@ -334,14 +306,14 @@ def regression_fits(
     black. Chapter 04 uses it for attention pooling as kernel regression (Nadaraya, 1964;
     Watson, 1964).
     """
-    x_train = _as_vector(x_train, "x_train")
-    y_train = _as_vector(y_train, "y_train")
+    x_train = as_array(x_train, "x_train", 1)
+    y_train = as_array(y_train, "y_train", 1)
     require(len(y_train) == len(x_train), "y_train", f"{len(x_train)} values (as x_train)",
             f"{len(y_train)} values")
-    x_eval = _as_vector(x_eval, "x_eval")
-    curves = {label: _as_vector(values, f"fits[{label!r}]") for label, values in fits.items()}
+    x_eval = as_array(x_eval, "x_eval", 1)
+    curves = {label: as_array(values, f"fits[{label!r}]", 1) for label, values in fits.items()}
     if truth is not None:
-        curves_truth = _as_vector(truth, "truth")
+        curves_truth = as_array(truth, "truth", 1)
         require(len(curves_truth) == len(x_eval), "truth", f"{len(x_eval)} values (as x_eval)",
                 f"{len(curves_truth)} values")
     for label, values in curves.items():

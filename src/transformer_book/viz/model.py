@@ -10,31 +10,14 @@ plain curves with :func:`transformer_book.viz.basic.line_plot`.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
 
 import numpy as np
 from matplotlib.figure import Figure
 
-from transformer_book.validation import fail, require
-from transformer_book.viz import PALETTE, new_figure
+from transformer_book.validation import require
+from transformer_book.viz import PALETTE, as_array, new_figure
 
 __all__ = ["parameter_breakdown", "training_curves"]
-
-
-def _vector(values: Any, argument: str, length: int | None = None) -> np.ndarray:
-    """A 1-D finite float array (from a list, array or tensor), of ``length`` when given."""
-    if hasattr(values, "detach"):  # torch.Tensor
-        values = values.detach().to("cpu").double().numpy()
-    try:
-        array = np.asarray(values, dtype=float)
-    except (TypeError, ValueError):
-        raise fail(argument, "a 1-D sequence of numbers", type(values).__name__) from None
-    require(array.ndim == 1 and array.size > 0, argument, "a non-empty 1-D sequence",
-            f"shape {array.shape}")
-    require(bool(np.isfinite(array).all()), argument, "finite values", "NaN or infinity")
-    if length is not None:
-        require(array.size == length, argument, f"{length} values", f"{array.size} values")
-    return array
 
 
 def parameter_breakdown(
@@ -59,7 +42,7 @@ def parameter_breakdown(
     require(isinstance(components, Mapping) and len(components) > 0, "components",
             "a non-empty mapping component -> counts", type(components).__name__)
     require(unit > 0, "unit", "a positive number", repr(unit))
-    counts = {label: _vector(values, f"components[{label!r}]", len(names)) / unit
+    counts = {label: as_array(values, f"components[{label!r}]", 1, size=len(names)) / unit
               for label, values in components.items()}
     for label, values in counts.items():
         require(bool((values >= 0).all()), f"components[{label!r}]", "counts >= 0",
@@ -109,10 +92,10 @@ def training_curves(
     one per entry of ``eval_steps``. ``loss_floor`` draws a dotted line, e.g. the entropy
     of the label-smoothed targets, below which a smoothed loss cannot go.
     """
-    xs = _vector(steps, "steps")
-    ys = _vector(losses, "losses", xs.size)
-    eval_xs = _vector(eval_steps, "eval_steps")
-    accs = _vector(accuracies, "accuracies", eval_xs.size)
+    xs = as_array(steps, "steps", 1)
+    ys = as_array(losses, "losses", 1, size=xs.size)
+    eval_xs = as_array(eval_steps, "eval_steps", 1)
+    accs = as_array(accuracies, "accuracies", 1, size=eval_xs.size)
     require(bool(((accs >= 0) & (accs <= 1)).all()), "accuracies", "fractions in [0, 1]",
             accs.tolist())
     fig, (left, right) = new_figure(1, 2, width=width, height=height)

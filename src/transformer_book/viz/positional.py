@@ -14,37 +14,10 @@ from typing import Any
 import numpy as np
 from matplotlib.figure import Figure
 
-from transformer_book.validation import fail, require
-from transformer_book.viz import DIVERGING, HEATMAP, PALETTE, new_figure
+from transformer_book.validation import require
+from transformer_book.viz import DIVERGING, HEATMAP, PALETTE, as_array, new_figure
 
 __all__ = ["accuracy_vs_length", "encoding_heatmap", "offset_similarity"]
-
-
-def _matrix(values: Any, argument: str) -> np.ndarray:
-    if hasattr(values, "detach"):  # torch.Tensor
-        values = values.detach().to("cpu").double().numpy()
-    try:
-        matrix = np.asarray(values, dtype=float)
-    except (TypeError, ValueError):
-        raise fail(argument, "a 2-D array or tensor of numbers", type(values).__name__) from None
-    require(matrix.ndim == 2 and matrix.size > 0, argument, "a non-empty 2-D array",
-            f"shape {matrix.shape}")
-    require(bool(np.isfinite(matrix).all()), argument, "finite values", "NaN or infinity")
-    return matrix
-
-
-def _vector(values: Any, argument: str, size: int | None = None) -> np.ndarray:
-    if hasattr(values, "detach"):
-        values = values.detach().to("cpu").double().numpy()
-    try:
-        vector = np.asarray(values, dtype=float)
-    except (TypeError, ValueError):
-        raise fail(argument, "a 1-D array or tensor of numbers", type(values).__name__) from None
-    require(vector.ndim == 1 and vector.size > 0, argument, "a non-empty 1-D array",
-            f"shape {vector.shape}")
-    if size is not None:
-        require(vector.size == size, argument, f"{size} values", f"{vector.size} values")
-    return vector
 
 
 def encoding_heatmap(
@@ -61,7 +34,7 @@ def encoding_heatmap(
     With ``curves`` (dimension indices), a second panel draws those columns against the
     position, so the different wavelengths can be read.
     """
-    table = _matrix(pe, "pe")
+    table = as_array(pe, "pe", 2)
     length, d_model = table.shape
     columns = list(curves or [])
     for c in columns:
@@ -102,8 +75,8 @@ def offset_similarity(
 ) -> Figure:
     """Left: the Gram matrix ``gram (L, L)`` of dot products ``PE(i) · PE(j)``. Right: each
     curve of ``curves`` (label -> values, one per offset) against ``offsets`` (k)."""
-    matrix = _matrix(gram, "gram")
-    ks = _vector(offsets, "offsets")
+    matrix = as_array(gram, "gram", 2)
+    ks = as_array(offsets, "offsets", 1)
     require(len(curves) > 0, "curves", "at least one curve", "none")
     fig, (left, right) = new_figure(1, 2, width=width, height=height)
     image = left.imshow(matrix, cmap=HEATMAP, aspect="auto", interpolation="nearest")
@@ -114,7 +87,7 @@ def offset_similarity(
     fig.colorbar(image, ax=left, label="dot product", shrink=0.9)
     styles = ["-", "--", ":", "-."]
     for index, (label, values) in enumerate(curves.items()):
-        right.plot(ks, _vector(values, f"curves[{label!r}]", len(ks)),
+        right.plot(ks, as_array(values, f"curves[{label!r}]", 1, size=len(ks)),
                    linestyle=styles[index % len(styles)], linewidth=2.4 - 0.4 * (index % 4),
                    color=PALETTE[index % len(PALETTE)], label=label)
     right.set_xlabel("offset k")
@@ -137,7 +110,7 @@ def accuracy_vs_length(
 ) -> Figure:
     """Accuracy against sequence length, one line per scheme; lengths up to ``train_max``
     (those seen in training) are shaded, and ``chance``, when given, is a dotted line."""
-    xs = _vector(list(lengths), "lengths")
+    xs = as_array(list(lengths), "lengths", 1)
     require(len(series) > 0, "series", "at least one line", "none")
     require(isinstance(train_max, (int, float)) and not isinstance(train_max, bool), "train_max",
             "a number (the longest training length)", repr(train_max))
@@ -145,7 +118,7 @@ def accuracy_vs_length(
     ax.axvspan(xs.min() - 0.5, train_max + 0.5, color=PALETTE[-1], alpha=0.15,
                label="lengths seen in training")
     for index, (label, values) in enumerate(series.items()):
-        ax.plot(xs, _vector(list(values), f"series[{label!r}]", len(xs)), marker="o",
+        ax.plot(xs, as_array(list(values), f"series[{label!r}]", 1, size=len(xs)), marker="o",
                 markersize=3.5, color=PALETTE[index % (len(PALETTE) - 1)], label=label)
     if chance is not None:
         ax.axhline(chance, color="black", linestyle=":", linewidth=1,

@@ -13,35 +13,14 @@ Attention heatmaps come from :mod:`transformer_book.viz.attention`.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
 
 import numpy as np
 from matplotlib.figure import Figure
 
-from transformer_book.validation import fail, require
-from transformer_book.viz import PALETTE, new_figure
+from transformer_book.validation import require
+from transformer_book.viz import PALETTE, as_array, new_figure
 
 __all__ = ["cost_per_layer", "line_panels", "variance_vs_dk"]
-
-
-def _vector(values: Any, argument: str, length: int | None = None,
-            positive: bool = False) -> np.ndarray:
-    """A finite 1-D float array (from a tensor, list or array) of ``length`` entries."""
-    if hasattr(values, "detach"):  # torch.Tensor
-        values = values.detach().to("cpu").double().numpy()
-    try:
-        vector = np.asarray(values, dtype=float)
-    except (TypeError, ValueError):
-        raise fail(argument, "a 1-D sequence of numbers", type(values).__name__) from None
-    require(vector.ndim == 1 and vector.size > 0, argument, "a non-empty 1-D sequence",
-            f"shape {vector.shape}")
-    require(length is None or vector.size == length, argument,
-            f"{length} values (one per x value)", f"{vector.size} values")
-    require(bool(np.isfinite(vector).all()), argument, "finite values", "NaN or infinity")
-    if positive:
-        require(bool((vector > 0).all()), argument, "positive values (log scale)",
-                f"minimum {vector.min():g}")
-    return vector
 
 
 def variance_vs_dk(
@@ -59,9 +38,9 @@ def variance_vs_dk(
     are the predictions of Section 3.2.1, footnote 4: ``Var(q · k) = d_k`` and, after
     dividing by ``√d_k``, ``1``.
     """
-    x = _vector(d_ks, "d_ks", positive=True)
-    raw = _vector(unscaled, "unscaled", len(x), positive=True)
-    norm = _vector(scaled, "scaled", len(x), positive=True)
+    x = as_array(d_ks, "d_ks", 1, positive=True)
+    raw = as_array(unscaled, "unscaled", 1, size=len(x), positive=True)
+    norm = as_array(scaled, "scaled", 1, size=len(x), positive=True)
     fig, ax = new_figure(width=width, height=height)
     ax.plot(x, x, "--", color=PALETTE[0], linewidth=1.2, label="theory: $d_k$")
     ax.plot(x, np.ones_like(x), "--", color=PALETTE[1], linewidth=1.2, label="theory: 1")
@@ -97,7 +76,7 @@ def line_panels(
     base-2 log scale. ``references`` maps a panel title to ``(y, label)``: a dotted
     horizontal line such as the largest possible entropy.
     """
-    xs = _vector(x, "x", positive=logx)
+    xs = as_array(x, "x", 1, positive=logx)
     require(isinstance(panels, Mapping) and len(panels) > 0, "panels",
             "a non-empty mapping title -> {label: values}", type(panels).__name__)
     count = len(panels)
@@ -118,7 +97,8 @@ def line_panels(
                 "a non-empty mapping label -> values", type(series).__name__)
         for label, values in series.items():
             colour = colours.setdefault(label, PALETTE[len(colours) % len(PALETTE)])
-            ys = _vector(values, f"panels[{title!r}][{label!r}]", len(xs), positive=flags[index])
+            ys = as_array(values, f"panels[{title!r}][{label!r}]", 1, size=len(xs),
+                          positive=flags[index])
             ax.plot(xs, ys, marker="o", markersize=3.5, color=colour, label=label)
         if title in references:
             y, text = references[title]
@@ -156,7 +136,7 @@ def cost_per_layer(
     self-attention meets the ``O(n·d²)`` of a recurrent layer. Series with the same label
     share a colour in both panels.
     """
-    xs = _vector(ns, "ns", positive=True)
+    xs = as_array(ns, "ns", 1, positive=True)
     require(isinstance(d, int) and not isinstance(d, bool) and d > 0, "d", "a positive integer",
             repr(d))
     fig, axes = new_figure(1, 2, width=width, height=height)
@@ -169,7 +149,7 @@ def cost_per_layer(
                 "a non-empty mapping label -> values", type(data).__name__)
         for label, values in data.items():
             colour = colours.setdefault(label, PALETTE[len(colours) % len(PALETTE)])
-            ys = _vector(values, f"{name}[{label!r}]", len(xs), positive=True)
+            ys = as_array(values, f"{name}[{label!r}]", 1, size=len(xs), positive=True)
             ax.plot(xs, ys, marker="o", markersize=3.5, color=colour, label=label)
         ax.axvline(d, color="black", linestyle=":", linewidth=1.0, label=f"n = d = {d}")
         ax.set_xscale("log", base=2)
