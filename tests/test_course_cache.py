@@ -1,0 +1,135 @@
+"""The course cache trains a run once, reuses it, never uses a half-written one, and lets
+only one of several processes train."""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+from pathlib import Path
+
+import pytest
+
+from transformer_book import course_cache
+from transformer_book.config import RunConfig
+from transformer_book.course_cache import (
+    MARKER,
+    cached_run,
+    chapter10_dir,
+    chapter10_run_config,
+    config_hash,
+    course_cache_dir,
+    load_completed,
+)
+from transformer_book.train import list_checkpoints, load_trained
+
+
+def tiny_config(data_dir: Path, d_model: int = 32, steps: int = 3) -> RunConfig:
+    return RunConfig.from_dict({
+        "model": {"preset": "tiny", "d_model": d_model, "num_heads": 2, "d_ff": 32,
+                  "num_encoder_layers": 1, "num_decoder_layers": 1, "max_len": 64},
+        "data": {"vocab_size": 300, "max_tokens": 400, "train_subset": 48, "max_len": 60,
+                 "data_dir": str(data_dir)},
+        "train": {"max_steps": steps, "warmup_steps": 2, "eval_every": steps,
+                  "checkpoint_every": steps, "keep_last": 2, "precision": "fp32"},
+        "decode": {"beam_size": 1, "max_len_b": 3},
+    })
+
+
+def run(config: RunConfig, root: Path, name: str = "tiny-run"):
+    return cached_run(config, name, device="cpu", root=root, bleu_sentences=2, val_sentences=4)
+
+
+def test_cache_dir_prefers_the_variable_then_xdg_then_home(monkeypatch, tmp_path):
+    monkeypatch.setenv("TRANSFORMER_BOOK_CACHE", str(tmp_path / "mine"))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert course_cache_dir() == tmp_path / "mine"
+    monkeypatch.delenv("TRANSFORMER_BOOK_CACHE")
+    assert course_cache_dir() == tmp_path / "xdg" / "transformer_book" / "course"
+    monkeypatch.delenv("XDG_CACHE_HOME")
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    assert course_cache_dir() == tmp_path / "home" / ".cache" / "transformer_book" / "course"
+
+
+def test_chapter10_config_is_sized_in_steps_by_device(tmp_path):
+    cpu, cuda = chapter10_run_config("cpu"), chapter10_run_config("cuda")
+    assert cpu.train.max_minutes is None and cuda.train.max_minutes is None
+    assert cuda.train.max_steps > cpu.train.max_steps
+    assert cpu.model.overrides == cuda.model.overrides and cpu.data == cuda.data
+    assert cpu.train.warmup_steps < cpu.train.max_steps, "the warmup fits the budget"
+    assert chapter10_dir("cpu", root=tmp_path).name.startswith("ch10-")
+    assert chapter10_dir("cpu", root=tmp_path) != chapter10_dir("cuda", root=tmp_path)
+    assert chapter10_dir("cpu", root=tmp_path).parent == tmp_path
+
+
+def test_config_hash_follows_the_config_not_the_data_folder(tmp_path):
+    a = tiny_config(tmp_path / "one")
+    assert config_hash(a) == config_hash(tiny_config(tmp_path / "two"))
+    assert config_hash(a) != config_hash(tiny_config(tmp_path, d_model=16))
+    assert config_hash(a, bleu=2) != config_hash(a, bleu=3)
+    with pytest.raises(ValueError, match="run_config"):
+        config_hash({"model": {}})
+
+
+def test_trains_once_then_reuses(multi30k_dir, tmp_path):
+    config = tiny_config(multi30k_dir)
+    first = run(config, tmp_path)
+    assert first.trained_now and first.steps == 3
+    assert first.train_seconds >= first.wall_seconds * 0.5 > 0, "the whole run's time"
+    assert (first.run_dir / MARKER).is_file()
+    assert first.final_checkpoint == list_checkpoints(first.run_dir)[-1]
+    second = run(config, tmp_path)
+    assert not second.trained_now
+    assert second.losses == first.losses and second.evals == first.evals
+    assert second.run_config.to_dict() == config.to_dict()
+    trained = load_trained(second.run_dir)
+    assert trained.step == 3
+
+
+def test_a_run_without_its_marker_is_never_used(multi30k_dir, tmp_path):
+    config = tiny_config(multi30k_dir)
+    first = run(config, tmp_path)
+    (first.run_dir / MARKER).unlink()
+    assert load_completed(first.run_dir) is None
+    again = run(config, tmp_path)
+    assert again.trained_now, "no marker: the run is finished again (resumed), not trusted"
+    (first.run_dir / MARKER).write_text("{ half a file", encoding="utf-8")
+    assert load_completed(first.run_dir) is None
+    marker = json.loads(json.dumps({"version": course_cache.CACHE_VERSION}))
+    (first.run_dir / MARKER).write_text(json.dumps(marker), encoding="utf-8")
+    assert load_completed(first.run_dir) is None
+
+
+def test_checkpoints_of_another_config_are_replaced(multi30k_dir, tmp_path, capsys):
+    old = run(tiny_config(multi30k_dir, d_model=16), tmp_path)
+    (old.run_dir / MARKER).unlink()
+    new_config = tiny_config(multi30k_dir, d_model=32)
+    new = run(new_config, tmp_path)
+    assert new.trained_now and new.run_config.to_dict() == new_config.to_dict()
+    assert "starting afresh" in capsys.readouterr().err
+    assert load_trained(new.run_dir).model_config.d_model == 32
+
+
+def test_a_marker_of_another_config_is_not_reused(multi30k_dir, tmp_path):
+    run(tiny_config(multi30k_dir, d_model=16), tmp_path)
+    other = tiny_config(multi30k_dir, d_model=32)
+    again = run(other, tmp_path)
+    assert again.trained_now and load_trained(again.run_dir).model_config.d_model == 32
+
+
+def _worker(args):
+    data_dir, root = args
+    return run(tiny_config(Path(data_dir)), Path(root)).trained_now
+
+
+def test_two_processes_at_once_train_only_once(multi30k_dir, tmp_path):
+    context = multiprocessing.get_context("spawn")
+    with context.Pool(2) as pool:
+        trained = pool.map(_worker, [(str(multi30k_dir), str(tmp_path))] * 2)
+    assert sorted(trained) == [False, True], "one process trained, the other waited and reused"
+
+
+def test_bad_names_are_refused(tmp_path):
+    config = tiny_config(tmp_path)
+    for name in ("", "a/b", ".hidden"):
+        with pytest.raises(ValueError, match="name"):
+            cached_run(config, name, root=tmp_path)
