@@ -80,3 +80,15 @@ def test_length_scatter_draws_the_diagonal():
     assert ax.lines[-1].get_label() == "same length"
     assert len(ax.collections) == 2
     fig._repr_png_()
+
+
+def test_training_curves_skip_evaluations_without_bleu():
+    run = {"step": [1, 2, 3, 4], "loss": [4.0, 3.0, 2.5, 2.0], "eval_step": [2, 4],
+           "val_loss": [3.1, 2.2], "bleu": [float("nan"), 12.5]}
+    fig = training_curves({"a": run, "b": {**run, "bleu": [float("nan")] * 2}})
+    drawn = fig.axes[1].get_lines()
+    assert len(drawn) == 1 and list(drawn[0].get_xdata()) == [4.0], "only the known BLEU point"
+    with pytest.raises(ValueError, match="bleu"):
+        training_curves({"bad": {**run, "bleu": [1.0]}})
+    with pytest.raises(ValueError, match="finite"):
+        training_curves({"bad": {**run, "loss": [1.0, float("inf"), 1.0, 1.0]}})

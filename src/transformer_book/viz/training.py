@@ -13,7 +13,7 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from transformer_book.validation import require
-from transformer_book.viz import PALETTE, new_figure
+from transformer_book.viz import PALETTE, as_array, new_figure
 
 __all__ = [
     "label_smoothing_targets",
@@ -25,13 +25,8 @@ __all__ = [
 
 
 def _vector(values: Any, argument: str) -> np.ndarray:
-    """A finite 1-D float array from a list, array or tensor."""
-    if hasattr(values, "detach"):
-        values = values.detach().cpu().numpy()
-    array = np.asarray(values, dtype=float)
-    require(array.ndim == 1 and array.size > 0, argument, "a non-empty 1-D sequence",
-            f"shape {array.shape}")
-    return array
+    """A non-empty, finite 1-D float array (see :func:`transformer_book.viz.as_array`)."""
+    return as_array(values, argument, 1)
 
 
 def _same_length(a: np.ndarray, b: np.ndarray, argument: str) -> None:
@@ -188,10 +183,16 @@ def training_curves(
                 left.plot(eval_steps, val, "o--", color=colour, markersize=4,
                           label=f"{name}validation")
             if run.get("bleu") is not None:
-                bleu = _vector(run["bleu"], f"runs[{label!r}]['bleu']")
-                _same_length(eval_steps, bleu, f"runs[{label!r}]['bleu']")
-                right.plot(eval_steps, bleu, "o-", color=colour, markersize=4, label=label)
-                any_bleu = True
+                # A record may lack BLEU at some evaluations (NaN): draw the others.
+                raw = np.asarray(run["bleu"], dtype=float)
+                require(raw.ndim == 1, f"runs[{label!r}]['bleu']", "a 1-D sequence",
+                        f"shape {raw.shape}")
+                _same_length(eval_steps, raw, f"runs[{label!r}]['bleu']")
+                known = np.isfinite(raw)
+                if known.any():
+                    right.plot(eval_steps[known], raw[known], "o-", color=colour,
+                               markersize=4, label=label)
+                    any_bleu = True
     left.set_xlabel("optimizer step")
     left.set_ylabel("label-smoothed loss (nats per token)")
     left.set_title("loss")
