@@ -177,6 +177,37 @@ def test_decoding_is_batch_independent(trained: Transformer, sources: torch.Tens
         assert beam_search(trained, one, beam_size=3) == [beams[i]]
 
 
+@pytest.mark.parametrize("use_cache", [True, False])
+def test_finished_sentences_leave_the_batch(trained: Transformer, sources: torch.Tensor,
+                                            use_cache: bool) -> None:
+    """Sentences that are done cost no more decoder work: the rows fed to the decoder shrink
+    as they finish, and every sentence still gets what it gets when decoded alone."""
+    rows: list[int] = []
+    decode = trained.decode
+
+    def counting(tgt, *args, **kwargs):
+        rows.append(tgt.shape[0])
+        return decode(tgt, *args, **kwargs)
+
+    trained.decode = counting  # instance attribute: shadows the method for this test only
+    try:
+        greedy = greedy_decode(trained, sources, use_cache=use_cache)
+        greedy_rows, rows[:] = list(rows), []
+        beams = beam_search(trained, sources, beam_size=3, use_cache=use_cache)
+        beam_rows = list(rows)
+    finally:
+        del trained.decode
+    b = sources.shape[0]
+    lengths = sorted({len(g) for g in greedy})
+    assert len(lengths) > 1, "the fixture must hold sentences that finish at different steps"
+    assert greedy_rows[0] == b and greedy_rows[-1] < b and greedy_rows == sorted(greedy_rows)[::-1]
+    assert beam_rows[0] == 3 * b and beam_rows[-1] < 3 * b and all(r % 3 == 0 for r in beam_rows)
+    for i in range(b):
+        one = sources[i : i + 1, : int((sources[i] != 0).sum())]
+        assert greedy_decode(trained, one, use_cache=use_cache) == [greedy[i]]
+        assert beam_search(trained, one, beam_size=3, use_cache=use_cache) == [beams[i]]
+
+
 def test_decoding_restores_training_mode_and_tracks_no_gradients(sources: torch.Tensor) -> None:
     m = tiny(dropout=0.5).train()
     assert greedy_decode(m, sources, max_len=5) == greedy_decode(m, sources, max_len=5)

@@ -57,7 +57,7 @@ def test_cost_per_layer_marks_n_equals_d():
         (lambda: variance_vs_dk([1, 2], [1.0, 0.0], [1.0, 1.0]), r"unscaled: expected positive"),
         (lambda: variance_vs_dk([[1, 2]], [1.0], [1.0]), r"d_ks: expected a non-empty 1-D"),
         (lambda: variance_vs_dk([1, 2], [1.0, float("nan")], [1, 1]), r"unscaled: expected finite"),
-        (lambda: variance_vs_dk(["a"], [1.0], [1.0]), r"d_ks: expected a 1-D array or tensor of numbers"),
+        (lambda: variance_vs_dk(["a"], [1.0], [1.0]), r"d_ks: expected a 1-D array or tensor"),
         (lambda: line_panels([1, 2], {}), r"panels: expected a non-empty mapping"),
         (lambda: line_panels([1, 2], {"a": {"s": [1, 2]}}, logy=[True, False]),
          r"logy: expected 1 flags"),

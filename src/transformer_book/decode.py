@@ -70,10 +70,15 @@ def _check(model: Transformer, src_ids: torch.Tensor, max_len: int | None, min_l
 
 
 def _stepper(model: Transformer, src_ids: torch.Tensor, memory: torch.Tensor, use_cache: bool
-             ) -> tuple[Callable[[torch.Tensor], torch.Tensor], Callable[[torch.Tensor], None]]:
-    """``step(prefix (N, t)) -> log-probs (N, V)`` of the next token, and ``reorder(rows)``.
+             ) -> tuple[Callable[[torch.Tensor], torch.Tensor], Callable[[torch.Tensor], None],
+                        Callable[[torch.Tensor], None]]:
+    """``step(prefix (N, t)) -> log-probs (N, V)`` of the next token, ``reorder(rows)`` and
+    ``select(rows)``.
 
     With the cache only the prefix's last token is fed; without, the whole prefix is.
+    ``reorder`` permutes hypotheses within their sentences (beam search); ``select`` keeps
+    only ``rows`` (long ``(N',)``) of everything, source and memory included, so that
+    finished sentences stop costing decoder work.
     """
     cache = model.new_cache() if use_cache else None
     state = {"src": src_ids, "memory": memory}
@@ -89,7 +94,13 @@ def _stepper(model: Transformer, src_ids: torch.Tensor, memory: torch.Tensor, us
         if cache is not None:
             cache.reorder(rows)
 
-    return step, reorder
+    def select(rows: torch.Tensor) -> None:
+        state["src"] = state["src"].index_select(0, rows)  # (N, S) -> (N', S)
+        state["memory"] = state["memory"].index_select(0, rows)  # (N', S, d_model)
+        if cache is not None and cache.batch_size is not None:
+            cache.select(rows)
+
+    return step, reorder, select
 
 
 def greedy_decode(
@@ -109,22 +120,29 @@ def greedy_decode(
     """
     limits = _check(model, src_ids, max_len, min_len, extra=1)
     config = model.config
-    b = src_ids.shape[0]
+    b, device = src_ids.shape[0], src_ids.device
+    tokens = torch.full((b, int(limits.max()) + 1), config.pad_id, dtype=torch.long,
+                        device=device)  # (B, max + 1): column t + 1 holds step t's token
     with _inference(model):
         memory = model.encode(src_ids)  # (B, S, d_model)
-        step, _ = _stepper(model, src_ids, memory, use_cache)
-        prefix = torch.full((b, 1), config.bos_id, dtype=torch.long, device=src_ids.device)
-        done = torch.zeros(b, dtype=torch.bool, device=src_ids.device)
+        step, _, select = _stepper(model, src_ids, memory, use_cache)
+        prefix = torch.full((b, 1), config.bos_id, dtype=torch.long, device=device)
+        live = torch.arange(b, device=device)  # the sentences still being decoded
         for t in range(int(limits.max())):
-            logp = step(prefix)  # (B, V)
+            logp = step(prefix)  # (N, V) for the N live sentences
             if t < min_len:
                 logp[:, config.eos_id] = -math.inf
-            token = logp.argmax(-1).masked_fill(done, config.pad_id)  # (B,)
-            prefix = torch.cat([prefix, token[:, None]], dim=1)  # (B, t+1) -> (B, t+2)
-            done |= (token == config.eos_id) | (t + 1 >= limits)
-            if bool(done.all()):
-                break
-    return [_strip(row, config) for row in prefix[:, 1:].tolist()]
+            token = logp.argmax(-1)  # (N,)
+            tokens[live, t + 1] = token
+            prefix = torch.cat([prefix, token[:, None]], dim=1)  # (N, t+1) -> (N, t+2)
+            going = (token != config.eos_id) & (t + 1 < limits[live])  # (N,)
+            if not bool(going.all()):  # finished sentences leave the batch
+                if not bool(going.any()):
+                    break
+                keep = going.nonzero().squeeze(1)
+                live, prefix = live[keep], prefix[keep]
+                select(keep)
+    return [_strip(row, config) for row in tokens[:, 1:].tolist()]
 
 
 def _strip(ids: Sequence[int], config) -> list[int]:
@@ -177,12 +195,13 @@ def beam_search(
         # (B, S) -> (B·K, S): beams of sentence i are rows i·K .. i·K + K - 1.
         src = src_ids.repeat_interleave(k, dim=0)
         memory = model.encode(src_ids).repeat_interleave(k, dim=0)  # (B·K, S, d_model)
-        step, reorder = _stepper(model, src, memory, use_cache)
+        step, reorder, select = _stepper(model, src, memory, use_cache)
         prefix = torch.full((b * k, 1), config.bos_id, dtype=torch.long, device=device)
         scores = torch.full((b, k), -math.inf, device=device)
         scores[:, 0] = 0.0  # one live hypothesis (<bos>) per sentence to start
         best = torch.full((b,), -math.inf, device=device)  # best finished score / lp
         done = torch.zeros(b, dtype=torch.bool, device=device)
+        sentence = list(range(b))  # original index of each sentence still being decoded
         for t in range(int(limits.max()) + 1):
             logp = step(prefix).view(b, k, vocab)  # (B·K, V) -> (B, K, V)
             forced = t >= limits  # (B,): only <eos> may follow (beats min_len)
@@ -196,12 +215,15 @@ def beam_search(
             rows = beam + torch.arange(b, device=device)[:, None] * k  # (B, 2K) rows of prefix
             ends = (token == config.eos_id) & cand.isfinite()
             ends[:, k:] = False  # only <eos> among the top K finishes a hypothesis
-            lp = length_penalty(t + 1, alpha)
-            for i, j in ends.nonzero().tolist():
-                if not done[i]:
-                    score = float(cand[i, j]) / lp
-                    finished[i].append((score, prefix[rows[i, j], 1:].tolist()))
-                    best[i] = max(float(best[i]), score)
+            if bool(ends.any()):
+                lp = length_penalty(t + 1, alpha)
+                at, slot = ends.nonzero(as_tuple=True)
+                ended = [score / lp for score in cand[at, slot].tolist()]
+                for i, score, hyp in zip(at.tolist(), ended, prefix[rows[at, slot], 1:].tolist(),
+                                         strict=True):
+                    finished[sentence[i]].append((score, hyp))
+                best.scatter_reduce_(0, at, torch.tensor(ended, dtype=best.dtype, device=device),
+                                     reduce="amax")
             # The K best candidates not ending in <eos> live on: (B, 2K) -> (B, K).
             order = (ends.long() * 2 * k + torch.arange(2 * k, device=device)).argsort(dim=1)
             keep = order[:, :k]
@@ -214,6 +236,14 @@ def beam_search(
             done |= (best >= bound) | forced
             if bool(done.all()):
                 break
+            if bool(done.any()):  # finished sentences leave the batch: (B, ...) -> (B', ...)
+                keep = (~done).nonzero().squeeze(1)  # (B',)
+                rows = (keep[:, None] * k + torch.arange(k, device=device)).view(-1)  # (B'·K,)
+                prefix = prefix[rows]
+                select(rows)
+                scores, best, limits, done = scores[keep], best[keep], limits[keep], done[keep]
+                sentence = [sentence[i] for i in keep.tolist()]
+                b = len(sentence)
     return [max(hyps)[1] for hyps in finished]
 
 
