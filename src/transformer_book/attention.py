@@ -182,14 +182,18 @@ def _check_mask(mask: torch.Tensor, scores_shape: tuple[int, ...]) -> None:
 def masked_softmax(scores: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
     """Softmax over the last dimension that gives masked entries (mask False) weight zero.
 
-    A row whose entries are all masked gets all-zero weights (never NaN, finite gradients):
-    masked scores become the most negative finite number, then the weights are zeroed.
+    Masked scores become the most negative finite number, so beside any unmasked score their
+    weight underflows to exactly zero. A row whose entries are all masked would come out
+    uniform instead; it gets all-zero weights (never NaN, finite gradients).
     ``scores (..., L_q, L_k)``, ``mask`` boolean broadcastable to it.
     """
     if mask is None:
         return torch.softmax(scores, dim=-1)
-    scores = scores.masked_fill(~mask, torch.finfo(scores.dtype).min)
-    return torch.softmax(scores, dim=-1).masked_fill(~mask, 0.0)
+    weights = torch.softmax(scores.masked_fill(~mask, torch.finfo(scores.dtype).min), dim=-1)
+    nothing_to_attend = ~mask.any(dim=-1, keepdim=True)  # (..., L_q or 1, 1): the small mask
+    if bool(nothing_to_attend.any()):
+        weights = weights.masked_fill(nothing_to_attend, 0.0)
+    return weights
 
 
 def padding_mask(ids: torch.Tensor, pad_id: int) -> torch.Tensor:
