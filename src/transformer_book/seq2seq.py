@@ -22,6 +22,9 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
+from transformer_book.data.batching import pad_sequences
+from transformer_book.data.tokenizer import BOS_ID, EOS_ID, PAD_ID
+from transformer_book.data.toy import Example, require_examples
 from transformer_book.validation import require, require_positive_int, require_tensor
 
 __all__ = [
@@ -31,9 +34,6 @@ __all__ = [
     "token_accuracy",
     "train_seq2seq",
 ]
-
-PAD_ID, BOS_ID, EOS_ID = 0, 1, 2
-Example = tuple[Sequence[int], Sequence[int]]
 
 
 class AdditiveAttention(nn.Module):
@@ -238,19 +238,6 @@ class Seq2SeqGRU(nn.Module):
                 torch.stack(weights, dim=1) if self.use_attention else None)
 
 
-def _pad(rows: Sequence[Sequence[int]], pad_id: int, device: torch.device) -> torch.Tensor:
-    """Right pad lists of ids into a ``(B, max_len)`` long tensor."""
-    width = max(len(row) for row in rows)
-    return torch.tensor([list(row) + [pad_id] * (width - len(row)) for row in rows],
-                        dtype=torch.long, device=device)
-
-
-def _check_examples(examples: Sequence[Example]) -> None:
-    require(len(examples) > 0, "examples", "a non-empty list of (src, tgt) pairs", "[]")
-    require(all(len(src) > 0 and len(tgt) > 0 for src, tgt in examples), "examples",
-            "non-empty src and tgt lists", "an empty sequence")
-
-
 def train_seq2seq(model: Seq2SeqGRU, examples: Sequence[Example], steps: int, batch_size: int,
                   lr: float = 3e-3, seed: int = 0, bos_id: int = BOS_ID,
                   eos_id: int = EOS_ID, clip_norm: float = 1.0) -> list[float]:
@@ -265,7 +252,7 @@ def train_seq2seq(model: Seq2SeqGRU, examples: Sequence[Example], steps: int, ba
     batch_size = require_positive_int(batch_size, "batch_size")
     require(isinstance(lr, (int, float)) and math.isfinite(lr) and lr > 0, "lr",
             "a positive number", repr(lr))
-    _check_examples(examples)
+    require_examples(examples)
     device = next(model.parameters()).device
     generator = torch.Generator().manual_seed(seed)
     optimizer = torch.optim.Adam(model.parameters(), lr=lr)
@@ -274,9 +261,10 @@ def train_seq2seq(model: Seq2SeqGRU, examples: Sequence[Example], steps: int, ba
     for _ in range(steps):
         picks = torch.randint(len(examples), (batch_size,), generator=generator).tolist()
         batch = [examples[i] for i in picks]
-        src = _pad([s for s, _ in batch], model.pad_id, device)  # (B, S)
-        tgt_in = _pad([[bos_id, *t] for _, t in batch], model.pad_id, device)  # (B, T)
-        tgt_out = _pad([[*t, eos_id] for _, t in batch], model.pad_id, device)  # (B, T)
+        pad = model.pad_id
+        src = pad_sequences([s for s, _ in batch], pad).to(device)  # (B, S)
+        tgt_in = pad_sequences([[bos_id, *t] for _, t in batch], pad).to(device)  # (B, T)
+        tgt_out = pad_sequences([[*t, eos_id] for _, t in batch], pad).to(device)  # (B, T)
         logits = model(src, tgt_in)  # (B, T, V)
         loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]),  # (B*T, V)
                                tgt_out.reshape(-1), ignore_index=model.pad_id)
@@ -291,7 +279,7 @@ def train_seq2seq(model: Seq2SeqGRU, examples: Sequence[Example], steps: int, ba
 def _predict_by_length(model: Seq2SeqGRU, examples: Sequence[Example], batch_size: int,
                        bos_id: int, eos_id: int) -> dict[int, list[tuple[list[int], list[int]]]]:
     """Greedy predictions (cut at ``<eos>``) paired with targets, grouped by source length."""
-    _check_examples(examples)
+    require_examples(examples)
     batch_size = require_positive_int(batch_size, "batch_size")
     device = next(model.parameters()).device
     groups: dict[int, list[Example]] = defaultdict(list)
@@ -304,8 +292,8 @@ def _predict_by_length(model: Seq2SeqGRU, examples: Sequence[Example], batch_siz
         for start in range(0, len(group), batch_size):
             chunk = group[start:start + batch_size]
             max_len = max(len(t) for _, t in chunk) + 1  # room for <eos>
-            tokens, _ = model.greedy_decode(_pad([s for s, _ in chunk], model.pad_id, device),
-                                            max_len, bos_id=bos_id, eos_id=eos_id)
+            src = pad_sequences([s for s, _ in chunk], model.pad_id).to(device)  # (B, S)
+            tokens, _ = model.greedy_decode(src, max_len, bos_id=bos_id, eos_id=eos_id)
             for row, (_, tgt) in zip(tokens.tolist(), chunk, strict=True):
                 cut = row.index(eos_id) if eos_id in row else len(row)
                 pairs[length].append((row[:cut], list(tgt)))

@@ -48,6 +48,14 @@ FIRST_TOKEN_ID = len(SPECIAL_TOKENS)
 Example = tuple[list[int], list[int]]
 
 
+def require_examples(examples: Sequence[Example]) -> None:
+    """A non-empty list of ``(source ids, target ids)`` pairs, neither side empty; otherwise
+    a ``ValueError`` naming ``examples``."""
+    require(len(examples) > 0, "examples", "a non-empty list of (src, tgt) pairs", "[]")
+    require(all(len(src) > 0 and len(tgt) > 0 for src, tgt in examples), "examples",
+            "non-empty src and tgt lists", "an empty sequence")
+
+
 def make_toy_task(
     name: str,
     num_examples: int,

@@ -35,6 +35,9 @@ import torch.nn.functional as F
 from torch import nn
 
 from transformer_book.attention import MultiHeadAttention, padding_mask
+from transformer_book.data.batching import pad_sequences
+from transformer_book.data.tokenizer import BOS_ID, EOS_ID, PAD_ID
+from transformer_book.data.toy import Example, require_examples
 from transformer_book.positional import LearnedPositionalEmbedding, SinusoidalPositionalEncoding
 from transformer_book.validation import require, require_positive_int, require_tensor
 
@@ -53,9 +56,7 @@ __all__ = [
     "train_aligner",
 ]
 
-PAD_ID, BOS_ID, EOS_ID = 0, 1, 2
 POSITION_KINDS: tuple[str, ...] = ("sinusoidal", "learned", "none")
-Example = tuple[Sequence[int], Sequence[int]]
 
 
 class NoPositions(nn.Module):
@@ -260,19 +261,6 @@ class Aligner(nn.Module):
 # --------------------------------------------------------------------------- training
 
 
-def _pad(rows: Sequence[Sequence[int]], device: torch.device) -> torch.Tensor:
-    """Right pad lists of ids into a ``(B, max length)`` long tensor."""
-    width = max(len(row) for row in rows)
-    return torch.tensor([list(row) + [PAD_ID] * (width - len(row)) for row in rows],
-                        dtype=torch.long, device=device)
-
-
-def _check_examples(examples: Sequence[Example]) -> None:
-    require(len(examples) > 0, "examples", "a non-empty list of (src, tgt) pairs", "[]")
-    require(all(len(s) > 0 and len(t) > 0 for s, t in examples), "examples",
-            "non-empty src and tgt lists", "an empty sequence")
-
-
 def train_aligner(
     model: Aligner,
     examples: Sequence[Example],
@@ -293,7 +281,7 @@ def train_aligner(
     batch_size = require_positive_int(batch_size, "batch_size")
     require(isinstance(lr, (int, float)) and math.isfinite(lr) and lr > 0, "lr",
             "a positive number", repr(lr))
-    _check_examples(examples)
+    require_examples(examples)
     device = next(model.parameters()).device
     generator = torch.Generator().manual_seed(seed)
     optimizer = torch.optim.Adam(model.parameters(), lr=lr, betas=(0.9, 0.98))
@@ -306,9 +294,9 @@ def train_aligner(
     for _ in range(steps):
         picks = torch.randint(len(examples), (batch_size,), generator=generator).tolist()
         batch = [examples[i] for i in picks]
-        src = _pad([s for s, _ in batch], device)  # (B, S)
-        tgt_in = _pad([[BOS_ID, *t] for _, t in batch], device)  # (B, T)
-        tgt_out = _pad([[*t, EOS_ID] for _, t in batch], device)  # (B, T)
+        src = pad_sequences([s for s, _ in batch], PAD_ID).to(device)  # (B, S)
+        tgt_in = pad_sequences([[BOS_ID, *t] for _, t in batch], PAD_ID).to(device)  # (B, T)
+        tgt_out = pad_sequences([[*t, EOS_ID] for _, t in batch], PAD_ID).to(device)  # (B, T)
         logits = model(src, tgt_in)  # (B, T, vocab)
         loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]),  # (B·T, vocab)
                                tgt_out.reshape(-1), ignore_index=PAD_ID)
@@ -347,13 +335,14 @@ def greedy_decode(
 
 def sequence_accuracy(model: Aligner, examples: Sequence[Example], batch_size: int = 256) -> float:
     """Fraction of ``examples`` whose greedy output equals the target exactly, then stops."""
-    _check_examples(examples)
+    require_examples(examples)
     device = next(model.parameters()).device
     correct = 0
     for start in range(0, len(examples), batch_size):
         chunk = examples[start:start + batch_size]
         max_len = max(len(t) for _, t in chunk) + 1  # room for <eos>
-        tokens, _ = greedy_decode(model, _pad([s for s, _ in chunk], device), max_len)
+        src = pad_sequences([s for s, _ in chunk], PAD_ID).to(device)  # (B, S)
+        tokens, _ = greedy_decode(model, src, max_len)
         for row, (_, tgt) in zip(tokens.tolist(), chunk, strict=True):
             cut = row.index(EOS_ID) if EOS_ID in row else len(row)
             correct += row[:cut] == list(tgt)

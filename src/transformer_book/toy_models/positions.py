@@ -29,6 +29,9 @@ import torch.nn.functional as F
 from torch import nn
 
 from transformer_book.attention import padding_mask
+from transformer_book.data.batching import pad_sequences
+from transformer_book.data.tokenizer import PAD_ID
+from transformer_book.data.toy import Example
 from transformer_book.toy_models.aligner import POSITION_KINDS, EncoderBlock, make_positions
 from transformer_book.validation import require, require_positive_int, require_tensor
 
@@ -41,11 +44,9 @@ __all__ = [
     "train_probe",
 ]
 
-PAD_ID = 0
 #: The label of positions without an answer (the first ``shift`` ones and padding).
 NO_LABEL = 0
 FIRST_TOKEN_ID = 4
-Example = tuple[list[int], list[int]]
 
 
 def make_shift_task(
@@ -147,12 +148,6 @@ class PositionProbe(nn.Module):
         return (logits, weights) if need_weights else logits
 
 
-def _pad(rows: Sequence[Sequence[int]], device: torch.device) -> torch.Tensor:
-    width = max(len(row) for row in rows)
-    return torch.tensor([list(row) + [PAD_ID] * (width - len(row)) for row in rows],
-                        dtype=torch.long, device=device)
-
-
 def train_probe(
     model: PositionProbe,
     examples: Sequence[Example],
@@ -182,8 +177,9 @@ def train_probe(
     losses = []
     for _ in range(steps):
         picks = torch.randint(len(examples), (batch_size,), generator=generator).tolist()
-        tokens = _pad([examples[i][0] for i in picks], device)  # (B, L)
-        labels = _pad([examples[i][1] for i in picks], device)  # (B, L), 0 = no answer
+        tokens = pad_sequences([examples[i][0] for i in picks], PAD_ID).to(device)  # (B, L)
+        # (B, L), 0 = no answer
+        labels = pad_sequences([examples[i][1] for i in picks], PAD_ID).to(device)
         logits = model(tokens)  # (B, L, vocab)
         loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), labels.reshape(-1),
                                ignore_index=NO_LABEL)
