@@ -7,7 +7,6 @@ Each function takes plain data (lists, arrays or tensors) and returns a
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
 
 import numpy as np
 from matplotlib.figure import Figure
@@ -24,15 +23,6 @@ __all__ = [
 ]
 
 
-def _vector(values: Any, argument: str) -> np.ndarray:
-    """A non-empty, finite 1-D float array (see :func:`transformer_book.viz.as_array`)."""
-    return as_array(values, argument, 1)
-
-
-def _same_length(a: np.ndarray, b: np.ndarray, argument: str) -> None:
-    require(a.size == b.size, argument, f"{a.size} values (one per x value)", b.size)
-
-
 def token_budget_batches(
     longest: Sequence[int],
     sizes: Sequence[int],
@@ -44,8 +34,8 @@ def token_budget_batches(
     """Left: each batch's sentence count against its longest sentence, under the budget
     curve ``sentences · longest <= max_tokens`` (Section 5.1). Right: histograms of the
     padding fraction per batch for each batching strategy in ``padding``."""
-    x, y = _vector(longest, "longest"), _vector(sizes, "sizes")
-    _same_length(x, y, "sizes")
+    x = as_array(longest, "longest", 1)
+    y = as_array(sizes, "sizes", 1, size=x.size)
     require(isinstance(max_tokens, int) and max_tokens > 0, "max_tokens", "a positive int",
             repr(max_tokens))
     require(len(padding) > 0, "padding", "at least one strategy", "none")
@@ -60,7 +50,7 @@ def token_budget_batches(
     left.legend()
     bins = np.linspace(0.0, 1.0, 41)
     for index, (label, values) in enumerate(padding.items()):
-        right.hist(_vector(values, f"padding[{label!r}]"), bins=bins, alpha=0.6,
+        right.hist(as_array(values, f"padding[{label!r}]", 1), bins=bins, alpha=0.6,
                    color=PALETTE[index % len(PALETTE)], label=label)
     right.set_xlabel("fraction of the batch that is padding")
     right.set_ylabel("batches")
@@ -84,10 +74,10 @@ def label_smoothing_targets(
     """Left: the training target for one token, one-hot against label-smoothed (bars over a
     small vocabulary ``tokens``). Right: the loss as a function of the probability the
     model gives the true token, one curve per entry of ``losses``, minima marked."""
-    hard, soft = _vector(one_hot, "one_hot"), _vector(smoothed, "smoothed")
+    hard, soft = as_array(one_hot, "one_hot", 1), as_array(smoothed, "smoothed", 1)
     require(len(tokens) == hard.size == soft.size, "tokens",
             f"{hard.size} labels (one per class)", len(tokens))
-    p = _vector(p_true, "p_true")
+    p = as_array(p_true, "p_true", 1)
     fig, (left, right) = new_figure(1, 2, width=10.0, height=3.6)
     positions = np.arange(hard.size)
     left.bar(positions - 0.2, hard, 0.4, label="one-hot (ε = 0)")
@@ -97,8 +87,7 @@ def label_smoothing_targets(
     left.set_title("the target distribution for one token")
     left.legend()
     for index, (label, values) in enumerate(losses.items()):
-        curve = _vector(values, f"losses[{label!r}]")
-        _same_length(p, curve, f"losses[{label!r}]")
+        curve = as_array(values, f"losses[{label!r}]", 1, size=p.size)
         colour = PALETTE[index % len(PALETTE)]
         right.plot(p, curve, color=colour, label=label)
         best = int(np.argmin(curve))
@@ -122,12 +111,11 @@ def lr_schedules(
 ) -> Figure:
     """Learning rate against step for each schedule, with a vertical line at ``budget`` and
     each schedule's rate there marked by a dot."""
-    x = _vector(steps, "steps")
+    x = as_array(steps, "steps", 1)
     require(len(schedules) > 0, "schedules", "at least one schedule", "none")
     fig, ax = new_figure(width=7.0, height=3.8)
     for index, (label, values) in enumerate(schedules.items()):
-        y = _vector(values, f"schedules[{label!r}]")
-        _same_length(x, y, f"schedules[{label!r}]")
+        y = as_array(values, f"schedules[{label!r}]", 1, size=x.size)
         colour = PALETTE[index % len(PALETTE)]
         ax.plot(x, y, color=colour, label=label)
         if budget is not None:
@@ -169,17 +157,16 @@ def training_curves(
     any_bleu = False
     for index, (label, run) in enumerate(runs.items()):
         colour = PALETTE[index % len(PALETTE)]
-        steps, loss = _vector(run["step"], f"runs[{label!r}]['step']"), _vector(
-            run["loss"], f"runs[{label!r}]['loss']")
-        _same_length(steps, loss, f"runs[{label!r}]['loss']")
+        steps = as_array(run["step"], f"runs[{label!r}]['step']", 1)
+        loss = as_array(run["loss"], f"runs[{label!r}]['loss']", 1, size=steps.size)
         name = "" if len(runs) == 1 else f"{label}: "
         left.plot(steps, _moving_average(loss, smooth), color=colour,
                   label=f"{name}train (mean of {smooth} steps)")
         if run.get("eval_step") is not None and len(run["eval_step"]) > 0:
-            eval_steps = _vector(run["eval_step"], f"runs[{label!r}]['eval_step']")
+            eval_steps = as_array(run["eval_step"], f"runs[{label!r}]['eval_step']", 1)
             if run.get("val_loss") is not None:
-                val = _vector(run["val_loss"], f"runs[{label!r}]['val_loss']")
-                _same_length(eval_steps, val, f"runs[{label!r}]['val_loss']")
+                val = as_array(run["val_loss"], f"runs[{label!r}]['val_loss']", 1,
+                               size=eval_steps.size)
                 left.plot(eval_steps, val, "o--", color=colour, markersize=4,
                           label=f"{name}validation")
             if run.get("bleu") is not None:
@@ -187,7 +174,8 @@ def training_curves(
                 raw = np.asarray(run["bleu"], dtype=float)
                 require(raw.ndim == 1, f"runs[{label!r}]['bleu']", "a 1-D sequence",
                         f"shape {raw.shape}")
-                _same_length(eval_steps, raw, f"runs[{label!r}]['bleu']")
+                require(raw.size == eval_steps.size, f"runs[{label!r}]['bleu']",
+                        f"{eval_steps.size} values (one per evaluation)", raw.size)
                 known = np.isfinite(raw)
                 if known.any():
                     right.plot(eval_steps[known], raw[known], "o-", color=colour,
@@ -219,13 +207,12 @@ def length_scatter(
 ) -> Figure:
     """Hypothesis length against reference length for each decoder, with the diagonal
     (same length) drawn; points below it are translations shorter than the reference."""
-    ref = _vector(reference_lengths, "reference_lengths")
+    ref = as_array(reference_lengths, "reference_lengths", 1)
     require(len(hypothesis_lengths) > 0, "hypothesis_lengths", "at least one series", "none")
     fig, ax = new_figure(width=5.6, height=4.4)
     jitter = np.random.default_rng(0)
     for index, (label, values) in enumerate(hypothesis_lengths.items()):
-        hyp = _vector(values, f"hypothesis_lengths[{label!r}]")
-        _same_length(ref, hyp, f"hypothesis_lengths[{label!r}]")
+        hyp = as_array(values, f"hypothesis_lengths[{label!r}]", 1, size=ref.size)
         shift = jitter.uniform(-0.25, 0.25, ref.size)  # separate overlapping integer points
         ax.scatter(ref + shift, hyp, s=8, alpha=0.45, color=PALETTE[index % len(PALETTE)],
                    label=label)
