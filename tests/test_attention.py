@@ -316,6 +316,22 @@ def test_mha_fast_path_equals_teaching_path(b, lq, lk, heads, seed) -> None:
     torch.testing.assert_close(fast_self, mha(x, is_causal=True, need_weights=True)[0])
 
 
+@pytest.mark.parametrize("lq", [1, 4, attention.FEW_QUERIES, attention.FEW_QUERIES + 1])
+def test_mha_decoding_path_equals_fused_path(lq: int) -> None:
+    """Without gradients, a few queries (decoding steps) take the explicit formula on the CPU;
+    it gives what the fused kernel gives, fully masked queries included."""
+    torch.manual_seed(lq)
+    mha = MultiHeadAttention(8, 2).to(F64)
+    x, mem = randn(3, lq, 8, seed=lq), randn(3, 5, 8, seed=lq + 1)
+    mask = random_mask(3, 1, lq, 5, seed=lq, keep_one=False)
+    fused, _ = mha(x, mem, mask=mask)  # parameters need gradients: the fused kernel
+    with torch.no_grad():
+        decoding, _ = mha(x, mem, mask=mask)
+        unmasked, _ = mha(x, mem)
+    torch.testing.assert_close(decoding, fused)
+    torch.testing.assert_close(unmasked, mha(x, mem)[0])
+
+
 @pytest.mark.parametrize("need_weights", [False, True])
 def test_mha_fully_masked_rows_zero_and_finite_gradients(need_weights: bool) -> None:
     torch.manual_seed(0)

@@ -177,6 +177,35 @@ def test_decoding_is_batch_independent(trained: Transformer, sources: torch.Tens
         assert beam_search(trained, one, beam_size=3) == [beams[i]]
 
 
+def test_cache_reorders_lazily_and_composes() -> None:
+    """reorder and select are applied by the next step, in the same copy as the append; two
+    in a row compose. The logits equal those of a cache gathered at once."""
+    torch.manual_seed(0)
+    m = Transformer(TransformerConfig.preset("tiny", 23, dropout=0.0)).to(torch.float64).eval()
+    src = torch.randint(3, 23, (2, 5))
+    tgt = torch.randint(3, 23, (6, 4))  # 3 hypotheses per sentence
+    first, second = torch.tensor([2, 2, 0, 4, 3, 5]), torch.tensor([1, 0, 2, 5, 5, 3])
+    with torch.no_grad():
+        memory = m.encode(src)
+        lazy, eager = m.new_cache(), m.new_cache()
+        for cache in (lazy, eager):
+            m.decode(tgt[:, :2], memory, src, cache=cache)
+        lazy.reorder(first)
+        lazy.reorder(second)
+        assert lazy.batch_size == 6 and lazy.pending is not None
+        eager.self_kv = [(k[first][second], v[first][second]) for k, v in eager.self_kv]
+        out_lazy = m.decode(tgt[:, 2:3], memory, src, cache=lazy)
+        out_eager = m.decode(tgt[:, 2:3], memory, src, cache=eager)
+        assert lazy.pending is None and lazy.length == 3
+        torch.testing.assert_close(out_lazy, out_eager)
+        lazy.select(torch.tensor([1]), torch.tensor([4, 5, 3]))  # keep sentence 1 only
+        assert lazy.batch_size == 3 and lazy.cross_kv[0][0].shape[0] == 1
+        out = m.decode(tgt[3:, 3:4], memory[1:], src[1:], cache=lazy)
+        kept = [(k[[4, 5, 3]], v[[4, 5, 3]]) for k, v in eager.self_kv]
+        eager.self_kv, eager.cross_kv = kept, [(k[1:], v[1:]) for k, v in eager.cross_kv]
+        torch.testing.assert_close(out, m.decode(tgt[3:, 3:4], memory[1:], src[1:], cache=eager))
+
+
 @pytest.mark.parametrize("use_cache", [True, False])
 def test_finished_sentences_leave_the_batch(trained: Transformer, sources: torch.Tensor,
                                             use_cache: bool) -> None:
@@ -201,7 +230,9 @@ def test_finished_sentences_leave_the_batch(trained: Transformer, sources: torch
     lengths = sorted({len(g) for g in greedy})
     assert len(lengths) > 1, "the fixture must hold sentences that finish at different steps"
     assert greedy_rows[0] == b and greedy_rows[-1] < b and greedy_rows == sorted(greedy_rows)[::-1]
-    assert beam_rows[0] == 3 * b and beam_rows[-1] < 3 * b and all(r % 3 == 0 for r in beam_rows)
+    # Beam search decodes <bos> once per sentence, then K = 3 hypotheses per sentence.
+    assert beam_rows[0] == b and beam_rows[1] == 3 * b and beam_rows[-1] < 3 * b
+    assert all(r % 3 == 0 for r in beam_rows[1:]) and beam_rows[1:] == sorted(beam_rows[1:])[::-1]
     for i in range(b):
         one = sources[i : i + 1, : int((sources[i] != 0).sum())]
         assert greedy_decode(trained, one, use_cache=use_cache) == [greedy[i]]

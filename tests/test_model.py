@@ -235,6 +235,27 @@ def test_cached_decoding_accepts_chunks() -> None:
     torch.testing.assert_close(torch.cat(parts, dim=1), full)
 
 
+def test_hypotheses_sharing_a_sentence_memory_equal_repeated_memory() -> None:
+    """Beam layout: G = 3 target rows per sentence attend to one copy of its memory and get
+    what they get with the memory repeated per row, in full, step by step, and in the
+    attention weights (padded sources, float64)."""
+    m = model()
+    src, tgt = ids(2, 6, seed=17, lengths=[6, 3]), ids(6, 5, seed=18)
+    with torch.no_grad():
+        memory = m.encode(src)
+        repeated = m.decode(tgt, memory.repeat_interleave(3, 0), src.repeat_interleave(3, 0),
+                            return_attention=True)
+        shared = m.decode(tgt, memory, src, return_attention=True)
+        cache = m.new_cache()
+        steps = [m.decode(tgt[:, i : i + 1], memory, src, cache=cache) for i in range(5)]
+    torch.testing.assert_close(shared[0], repeated[0])
+    torch.testing.assert_close(torch.cat(steps, dim=1), repeated[0])
+    for kind in ("self", "cross"):
+        torch.testing.assert_close(shared[1][kind][1], repeated[1][kind][1])
+    assert cache.batch_size == 6 and cache.cross_kv[0][0].shape[0] == 2  # N = 6, B = 2
+    assert torch.all(shared[1]["cross"][0][3:, :, :, 3:] == 0), "sentence 1's padding"
+
+
 def test_dropout_is_active_in_training_mode_only() -> None:
     m = model(dropout=0.3)
     src, tgt = ids(2, 5, seed=17), ids(2, 5, seed=18)
@@ -269,8 +290,13 @@ def test_bad_ids_raise_value_errors_naming_the_argument() -> None:
         m.decode(good, memory[:, :3], good)
     cache = m.new_cache()
     m.decode(good[:, :1], memory, good, cache=cache)
-    with pytest.raises(ValueError, match="cache: expected a cache for batch size 1"):
+    with pytest.raises(ValueError, match="cache: expected a cache of N=1 hypotheses"):
         m.decode(good[:1, :1], memory[:1], good[:1], cache=cache)
+    with pytest.raises(ValueError, match="cache: expected cross-attention keys of B=1 sentences "
+                                         r"\(as memory\), received keys of 2"):
+        m.decode(good[:, 1:2], memory[:1], good[:1], cache=cache)
+    with pytest.raises(ValueError, match="tgt_ids: expected batch size a multiple of 2"):
+        m.decode(good[:1], memory, good)
     with pytest.raises(ValueError, match="received length 32 after 1 cached positions"):
         m.decode(torch.full((2, 32), 4), memory, good, cache=cache)
     with pytest.raises(ValueError, match="config: expected a TransformerConfig"):

@@ -13,7 +13,9 @@ KV cache: the decoder keeps each layer's self-attention keys and values and exte
 one token per step, so step t costs O(t) instead of re-running the whole prefix (O(t²));
 the cross-attention keys and values are projected from the encoder output once per sentence.
 Beam search reorders the self-attention cache along the chosen beams with ``index_select``
-(:meth:`~transformer_book.layers.DecoderCache.reorder`).
+(:meth:`~transformer_book.layers.DecoderCache.reorder`); the K beams of a sentence share one
+copy of its encoder memory and cross-attention keys and values, and the first step decodes
+only ``<bos>``, once per sentence.
 
 Outputs are lists of token ids without ``<bos>``, ``<eos>`` or padding. Lengths: the
 ``max_len`` generated tokens (``<eos>`` not counted) default to source length + 50 per
@@ -27,6 +29,7 @@ from collections.abc import Callable, Sequence
 from contextlib import contextmanager
 
 import torch
+import torch.nn.functional as F
 
 from transformer_book.model import Transformer
 from transformer_book.validation import require, require_positive_int, require_tensor
@@ -71,34 +74,36 @@ def _check(model: Transformer, src_ids: torch.Tensor, max_len: int | None, min_l
 
 def _stepper(model: Transformer, src_ids: torch.Tensor, memory: torch.Tensor, use_cache: bool
              ) -> tuple[Callable[[torch.Tensor], torch.Tensor], Callable[[torch.Tensor], None],
-                        Callable[[torch.Tensor], None]]:
+                        Callable[[torch.Tensor, torch.Tensor], None]]:
     """``step(prefix (N, t)) -> log-probs (N, V)`` of the next token, ``reorder(rows)`` and
-    ``select(rows)``.
+    ``select(sentences, rows)``.
 
-    With the cache only the prefix's last token is fed; without, the whole prefix is.
-    ``reorder`` permutes hypotheses within their sentences (beam search); ``select`` keeps
-    only ``rows`` (long ``(N',)``) of everything, source and memory included, so that
-    finished sentences stop costing decoder work.
+    ``prefix`` holds G = N / B hypotheses for each of the B sentences of ``src_ids (B, S)``
+    and ``memory (B, S, d_model)`` (rows ``i·G .. i·G + G - 1`` for sentence i). With the
+    cache only the prefix's last token is fed; without, the whole prefix is. ``reorder``
+    makes the cache follow ``rows`` (long ``(N',)``) of the previous step's hypotheses (beam
+    search); ``select`` keeps only ``sentences`` (long ``(B',)``) and their hypotheses
+    ``rows``, source and memory included, so that finished sentences stop costing work.
     """
     cache = model.new_cache() if use_cache else None
     state = {"src": src_ids, "memory": memory}
+    never = torch.tensor([model.config.pad_id, model.config.bos_id], device=src_ids.device)
 
     def step(prefix: torch.Tensor) -> torch.Tensor:
         new = prefix[:, -1:] if use_cache else prefix  # (N, 1) or (N, t)
         logits = model.decode(new, state["memory"], state["src"], cache=cache)
         logp = torch.log_softmax(logits[:, -1].float(), dim=-1)  # (N, T, V) -> (N, V)
-        logp[:, [model.config.pad_id, model.config.bos_id]] = -math.inf  # never generated
-        return logp
+        return logp.index_fill_(1, never, -math.inf)  # <pad> and <bos> are never generated
 
     def reorder(rows: torch.Tensor) -> None:
         if cache is not None:
             cache.reorder(rows)
 
-    def select(rows: torch.Tensor) -> None:
-        state["src"] = state["src"].index_select(0, rows)  # (N, S) -> (N', S)
-        state["memory"] = state["memory"].index_select(0, rows)  # (N', S, d_model)
+    def select(sentences: torch.Tensor, rows: torch.Tensor) -> None:
+        state["src"] = state["src"].index_select(0, sentences)  # (B, S) -> (B', S)
+        state["memory"] = state["memory"].index_select(0, sentences)  # (B', S, d_model)
         if cache is not None and cache.batch_size is not None:
-            cache.select(rows)
+            cache.select(sentences, rows)
 
     return step, reorder, select
 
@@ -141,7 +146,7 @@ def greedy_decode(
                     break
                 keep = going.nonzero().squeeze(1)
                 live, prefix = live[keep], prefix[keep]
-                select(keep)
+                select(keep, keep)
     return [_strip(row, config) for row in tokens[:, 1:].tolist()]
 
 
@@ -192,27 +197,30 @@ def beam_search(
     b, vocab = src_ids.shape[0], config.vocab_size
     finished: list[list[tuple[float, list[int]]]] = [[] for _ in range(b)]
     with _inference(model):
-        # (B, S) -> (B·K, S): beams of sentence i are rows i·K .. i·K + K - 1.
-        src = src_ids.repeat_interleave(k, dim=0)
-        memory = model.encode(src_ids).repeat_interleave(k, dim=0)  # (B·K, S, d_model)
-        step, reorder, select = _stepper(model, src, memory, use_cache)
-        prefix = torch.full((b * k, 1), config.bos_id, dtype=torch.long, device=device)
-        scores = torch.full((b, k), -math.inf, device=device)
-        scores[:, 0] = 0.0  # one live hypothesis (<bos>) per sentence to start
+        memory = model.encode(src_ids)  # (B, S, d_model): one copy, shared by the K beams
+        step, reorder, select = _stepper(model, src_ids, memory, use_cache)
+        # Hypotheses of sentence i are rows i·W .. i·W + W - 1: W = 1 (<bos>) at the first
+        # step, then W = K. scores (B, W) holds their log-probabilities.
+        prefix = torch.full((b, 1), config.bos_id, dtype=torch.long, device=device)
+        scores = torch.zeros((b, 1), device=device)
         best = torch.full((b,), -math.inf, device=device)  # best finished score / lp
         done = torch.zeros(b, dtype=torch.bool, device=device)
         sentence = list(range(b))  # original index of each sentence still being decoded
+        final_lp = length_penalty(limits + 1, alpha)  # (B,): the largest lp a sentence can get
         for t in range(int(limits.max()) + 1):
-            logp = step(prefix).view(b, k, vocab)  # (B·K, V) -> (B, K, V)
+            width = scores.shape[1]
+            logp = step(prefix).view(b, width, vocab)  # (B·W, V) -> (B, W, V)
             forced = t >= limits  # (B,): only <eos> may follow (beats min_len)
             if t < min_len:
                 logp[~forced, :, config.eos_id] = -math.inf
-            logp[forced] = logp[forced].index_fill(-1, _not(vocab, config.eos_id, device),
-                                                   -math.inf)
-            # (B, K, 1) + (B, K, V) -> (B, K·V): every extension of every live hypothesis
-            cand, idx = (scores[:, :, None] + logp).view(b, k * vocab).topk(2 * k, dim=1)
+            if bool(forced.any()):
+                logp[forced] = logp[forced].index_fill(-1, _not(vocab, config.eos_id, device),
+                                                       -math.inf)
+            # (B, W, 1) + (B, W, V) -> (B, W·V): every extension of every live hypothesis
+            totals = logp.add_(scores[:, :, None]).view(b, width * vocab)
+            cand, idx = _top(totals, 2 * k)
             beam, token = idx // vocab, idx % vocab  # (B, 2K) each
-            rows = beam + torch.arange(b, device=device)[:, None] * k  # (B, 2K) rows of prefix
+            rows = beam + torch.arange(b, device=device)[:, None] * width  # (B, 2K) of prefix
             ends = (token == config.eos_id) & cand.isfinite()
             ends[:, k:] = False  # only <eos> among the top K finishes a hypothesis
             if bool(ends.any()):
@@ -232,7 +240,7 @@ def beam_search(
             prefix = torch.cat([prefix[rows], token.view(-1, 1)], dim=1)  # (B·K, t+2)
             reorder(rows)
             # Done when no live hypothesis can beat the best finished one any more.
-            bound = scores.max(1).values / length_penalty(limits + 1, alpha)  # (B,)
+            bound = scores.max(1).values / final_lp  # (B,)
             done |= (best >= bound) | forced
             if bool(done.all()):
                 break
@@ -240,11 +248,24 @@ def beam_search(
                 keep = (~done).nonzero().squeeze(1)  # (B',)
                 rows = (keep[:, None] * k + torch.arange(k, device=device)).view(-1)  # (B'·K,)
                 prefix = prefix[rows]
-                select(rows)
-                scores, best, limits, done = scores[keep], best[keep], limits[keep], done[keep]
+                select(keep, rows)
+                scores, best, done = scores[keep], best[keep], done[keep]
+                limits, final_lp = limits[keep], final_lp[keep]
                 sentence = [sentence[i] for i in keep.tolist()]
                 b = len(sentence)
     return [max(hyps)[1] for hyps in finished]
+
+
+def _top(candidates: torch.Tensor, n: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """The ``n`` largest of each row, ``(B, C) -> values, indices (B, n)``; a row with
+    fewer than ``n`` candidates (a tiny vocabulary at the first step) is padded with
+    ``-inf`` at index 0, a dead candidate like those of a row's own ``-inf`` entries."""
+    values, indices = candidates.topk(min(n, candidates.shape[1]), dim=1)
+    missing = n - values.shape[1]
+    if missing:
+        values = F.pad(values, (0, missing), value=-math.inf)
+        indices = F.pad(indices, (0, missing), value=0)
+    return values, indices
 
 
 def _not(vocab: int, token: int, device) -> torch.Tensor:

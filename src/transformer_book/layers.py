@@ -110,14 +110,18 @@ class EncoderLayer(_Residual):
 class DecoderCache:
     """Keys and values the decoder keeps between steps of incremental decoding.
 
-    ``self_kv[i]``: layer i's self-attention ``(k, v)``, each ``(B, h, t, d_k)``, extended
-    by the new tokens at every call. ``cross_kv[i]``: layer i's cross-attention ``(k, v)``,
-    each ``(B, h, S, d_k)``, projected from the encoder memory once (first call) and reused.
+    ``self_kv[i]``: layer i's self-attention ``(k, v)``, each ``(N, h, t, d_k)`` for the N
+    hypotheses being decoded, extended by the new tokens at every call. ``cross_kv[i]``:
+    layer i's cross-attention ``(k, v)``, each ``(B, h, S, d_k)`` for the B source
+    sentences, projected from the encoder memory once (first call) and reused. Greedy
+    decoding has one hypothesis per sentence (N = B); beam search has K (N = B·K), and the
+    K hypotheses of a sentence share its one copy of the cross-attention keys and values.
     ``length`` is t, the number of target positions seen so far (the position offset).
     """
 
     self_kv: list[KV] = field(default_factory=list)
     cross_kv: list[KV] = field(default_factory=list)
+    pending: torch.Tensor | None = field(default=None, repr=False)
 
     @property
     def length(self) -> int:
@@ -125,22 +129,58 @@ class DecoderCache:
 
     @property
     def batch_size(self) -> int | None:
+        """N, the number of hypotheses cached (``None`` before the first call)."""
+        if self.pending is not None:
+            return self.pending.shape[0]
         return self.self_kv[0][0].shape[0] if self.self_kv else None
 
+    def extend(self, layer: int, k: torch.Tensor, v: torch.Tensor) -> KV:
+        """Append the new tokens' ``k, v (N, h, T_new, d_k)`` to layer ``layer``'s
+        self-attention cache and return the whole ``(N, h, t + T_new, d_k)`` pair.
+
+        A pending :meth:`reorder` is applied here, in the same copy as the append (one copy
+        of the past per step instead of two); it is done once the last layer has it.
+        """
+        if layer == len(self.self_kv):  # first call: nothing cached yet
+            self.self_kv.append((k, v))
+            return k, v
+        (past_k, past_v), rows = self.self_kv[layer], self.pending
+        if rows is None:
+            grown = torch.cat([past_k, k], dim=2), torch.cat([past_v, v], dim=2)
+        else:
+            grown = _gather_append(past_k, rows, k), _gather_append(past_v, rows, v)
+            if layer == len(self.self_kv) - 1:
+                self.pending = None
+        self.self_kv[layer] = grown
+        return grown
+
     def reorder(self, index: torch.Tensor) -> None:
-        """Keep rows ``index`` (long ``(B',)``) of the self-attention cache (beam search).
+        """Keep hypotheses ``index`` (long ``(N',)``) of the self-attention cache (beam
+        search: each new hypothesis continues the one it extends). Applied lazily, by the
+        next :meth:`extend` of each layer.
 
         Cross-attention k/v are left alone: they depend only on the source sentence, and
         beam search reorders hypotheses within a sentence, never across sentences.
         """
-        self.self_kv = [(k.index_select(0, index), v.index_select(0, index))
-                        for k, v in self.self_kv]
+        self.pending = index if self.pending is None else self.pending.index_select(0, index)
 
-    def select(self, index: torch.Tensor) -> None:
-        """Keep rows ``index`` of both the self- and the cross-attention cache."""
-        self.reorder(index)
-        self.cross_kv = [(k.index_select(0, index), v.index_select(0, index))
+    def select(self, sentences: torch.Tensor, hypotheses: torch.Tensor | None = None) -> None:
+        """Keep source sentences ``sentences`` (long ``(B',)``) of the cross-attention
+        cache and their hypotheses ``hypotheses`` (long ``(N',)``; default ``sentences``,
+        one hypothesis per sentence) of the self-attention cache."""
+        self.reorder(sentences if hypotheses is None else hypotheses)
+        self.cross_kv = [(k.index_select(0, sentences), v.index_select(0, sentences))
                          for k, v in self.cross_kv]
+
+
+def _gather_append(past: torch.Tensor, rows: torch.Tensor, new: torch.Tensor) -> torch.Tensor:
+    """``cat([past[rows], new], dim=2)`` in one copy: ``past (N, h, t, d_k)``, ``rows (N',)``,
+    ``new (N', h, T, d_k)`` -> ``(N', h, t + T, d_k)``."""
+    n, heads, t, d = new.shape[0], past.shape[1], past.shape[2], past.shape[3]
+    out = past.new_empty((n, heads, t + new.shape[2], d))
+    torch.index_select(past, 0, rows, out=out[:, :, :t])
+    out[:, :, t:] = new
+    return out
 
 
 class DecoderLayer(_Residual):
@@ -152,12 +192,14 @@ class DecoderLayer(_Residual):
     self-attention is causal ("We also modify the self-attention sub-layer in the decoder
     stack to prevent positions from attending to subsequent positions").
 
-    ``forward(x (B, T, d_model), memory (B, S, d_model), memory_mask=None, cache=None,
-    index=0, need_weights=False)`` -> ``(x (B, T, d_model), self_weights (B, h, T, t+T) or
-    None, cross_weights (B, h, T, S) or None)``. Without a cache ``x`` is the whole target
-    prefix and the causal mask comes from SDPA's ``is_causal``. With a
-    :class:`DecoderCache`, ``x`` holds only the new tokens: their keys/values are appended to
-    ``cache.self_kv[index]`` and the cross-attention k/v are projected once.
+    ``forward(x (N, T, d_model), memory (B, S, d_model), memory_mask=None, cache=None,
+    index=0, need_weights=False)`` -> ``(x (N, T, d_model), self_weights (N, h, T, t+T) or
+    None, cross_weights (N, h, T, S) or None)``. ``x`` holds G = N / B hypotheses per source
+    sentence, rows ``i·G .. i·G + G - 1`` for sentence i (G = 1 usually; beam search has G =
+    K). Without a cache ``x`` is the whole target prefix and the causal mask comes from
+    SDPA's ``is_causal``. With a :class:`DecoderCache`, ``x`` holds only the new tokens:
+    their keys/values are appended to ``cache.self_kv[index]`` and the cross-attention k/v
+    are projected once.
 
     Target padding needs no key mask here: targets are right-padded, so the causal mask
     already hides every pad from every real position (pad query rows are don't-care).
@@ -178,13 +220,7 @@ class DecoderLayer(_Residual):
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         if cache is None:
             return self.self_attn(h, need_weights=need_weights, is_causal=True)
-        k, v = self.self_attn.project_kv(h)  # two (B, h, T_new, d_k)
-        if index < len(cache.self_kv):
-            past_k, past_v = cache.self_kv[index]
-            k, v = torch.cat([past_k, k], dim=2), torch.cat([past_v, v], dim=2)  # (B, h, t+T, d_k)
-            cache.self_kv[index] = (k, v)
-        else:
-            cache.self_kv.append((k, v))
+        k, v = cache.extend(index, *self.self_attn.project_kv(h))  # (N, h, t + T_new, d_k)
         t_new, t_all = h.shape[1], k.shape[2]
         if t_new == 1:  # one new token sees the whole past: no mask at all
             return self.self_attn(h, kv=(k, v), need_weights=need_weights)
@@ -194,6 +230,28 @@ class DecoderLayer(_Residual):
         rows = torch.arange(t_all - t_new, t_all, device=h.device)[:, None]  # (T_new, 1)
         mask = torch.arange(t_all, device=h.device)[None, :] <= rows  # (T_new, t+T_new)
         return self.self_attn(h, kv=(k, v), mask=mask, need_weights=need_weights)
+
+    def _cross_attention(
+        self, h: torch.Tensor, memory: torch.Tensor, memory_mask: torch.Tensor | None,
+        cache: DecoderCache | None, index: int, need_weights: bool,
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """Cross-attention of ``h (B·G, T, d_model)``, G hypotheses per source sentence,
+        over ``memory (B, S, d_model)``. Queries attend independently of each other, so a
+        sentence's G·T queries are attended in one row, ``(B, G·T, d_model)``, against one
+        copy of its keys and values (beam search never repeats the memory K times)."""
+        (n, t, d), b = h.shape, memory.shape[0]
+        g = n // b
+        if cache is None:
+            kv = self.cross_attn.project_kv(memory)  # (B, h, S, d_k) twice
+        else:
+            if index >= len(cache.cross_kv):  # once per sentence
+                cache.cross_kv.append(self.cross_attn.project_kv(memory))
+            kv = cache.cross_kv[index]
+        out, weights = self.cross_attn(h.reshape(b, g * t, d), kv=kv, mask=memory_mask,
+                                       need_weights=need_weights)  # (B, G·T, d_model)
+        if weights is not None:  # (B, heads, G·T, S) -> (B·G, heads, T, S)
+            weights = weights.unflatten(2, (g, t)).transpose(1, 2).flatten(0, 1)
+        return out.reshape(n, t, d), weights
 
     def forward(
         self,
@@ -207,15 +265,8 @@ class DecoderLayer(_Residual):
         out, self_weights = self._self_attention(self._in(x, self.norm1), cache, index,
                                                  need_weights)
         x = self._out(x, out, self.norm1)
-        h = self._in(x, self.norm2)
-        if cache is None:
-            out, cross_weights = self.cross_attn(h, memory, mask=memory_mask,
-                                                 need_weights=need_weights)
-        else:
-            if index >= len(cache.cross_kv):  # once per sentence: (B, h, S, d_k) twice
-                cache.cross_kv.append(self.cross_attn.project_kv(memory))
-            out, cross_weights = self.cross_attn(h, kv=cache.cross_kv[index], mask=memory_mask,
-                                                 need_weights=need_weights)
+        out, cross_weights = self._cross_attention(self._in(x, self.norm2), memory, memory_mask,
+                                                   cache, index, need_weights)
         x = self._out(x, out, self.norm2)
         x = self._out(x, self.ffn(self._in(x, self.norm3)), self.norm3)
         return x, self_weights, cross_weights
@@ -251,9 +302,10 @@ class Decoder(nn.Module):
     """Section 3.1: "The decoder is also composed of a stack of N = 6 identical layers",
     then a final LayerNorm (as in ``nn.Transformer``).
 
-    ``forward(x (B, T, d_model), memory (B, S, d_model), memory_mask=None, cache=None,
-    need_weights=False)`` -> ``(y (B, T, d_model), self_weights, cross_weights)``, the
-    weight lists holding one ``(B, h, T, ·)`` tensor per layer when ``need_weights``.
+    ``forward(x (N, T, d_model), memory (B, S, d_model), memory_mask=None, cache=None,
+    need_weights=False)`` -> ``(y (N, T, d_model), self_weights, cross_weights)``, the
+    weight lists holding one ``(N, h, T, ·)`` tensor per layer when ``need_weights``. N is
+    a multiple of B: G = N / B hypotheses per sentence, as in :class:`DecoderLayer`.
     """
 
     def __init__(self, config: TransformerConfig) -> None:
@@ -270,9 +322,15 @@ class Decoder(nn.Module):
         cache: DecoderCache | None = None,
         need_weights: bool = False,
     ) -> tuple[torch.Tensor, list[torch.Tensor], list[torch.Tensor]]:
+        n, b = x.shape[0], memory.shape[0]
+        require(n % b == 0, "x", f"G hypotheses for each of the B={b} memory rows (N = G·B)",
+                f"N={n}")
         if cache is not None:
-            require(cache.batch_size in (None, x.shape[0]), "cache",
-                    f"a cache for batch size {x.shape[0]}", f"batch size {cache.batch_size}")
+            require(cache.batch_size in (None, n), "cache",
+                    f"a cache of N={n} hypotheses (as x)", f"a cache of {cache.batch_size}")
+            sentences = cache.cross_kv[0][0].shape[0] if cache.cross_kv else b
+            require(sentences == b, "cache",
+                    f"cross-attention keys of B={b} sentences (as memory)", f"keys of {sentences}")
         self_weights, cross_weights = [], []
         for i, layer in enumerate(self.layers):
             x, sw, cw = layer(x, memory, memory_mask, cache, i, need_weights)

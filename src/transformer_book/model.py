@@ -151,16 +151,20 @@ class Transformer(nn.Module):
         cache: DecoderCache | None = None,
         return_attention: bool = False,
     ) -> torch.Tensor | tuple[torch.Tensor, dict[str, list[torch.Tensor]]]:
-        """The decoder and the output projection: ``tgt_ids (B, T)``, ``memory (B, S,
-        d_model)``, ``src_ids (B, S)`` (for its padding mask) -> ``logits (B, T, V)``.
+        """The decoder and the output projection: ``tgt_ids (N, T)``, ``memory (B, S,
+        d_model)``, ``src_ids (B, S)`` (for its padding mask) -> ``logits (N, T, V)``.
+
+        Usually N = B. Beam search decodes G hypotheses of each sentence at once: N = G·B,
+        rows ``i·G .. i·G + G - 1`` of ``tgt_ids`` continue sentence i, and all G attend to
+        its one copy of ``memory``.
 
         With ``cache`` (:meth:`new_cache`), ``tgt_ids`` are only the *new* tokens: they sit
         at positions ``cache.length ...``, attend to the cached keys/values and are appended
         to them. Cached and uncached decoding give the same logits.
 
         With ``return_attention`` the teaching path runs and the result is ``(logits,
-        {"self": [...], "cross": [...]})``: per layer, self-attention weights ``(B, h, T,
-        cache.length + T)`` and cross-attention weights ``(B, h, T, S)`` (for alignment plots).
+        {"self": [...], "cross": [...]})``: per layer, self-attention weights ``(N, h, T,
+        cache.length + T)`` and cross-attention weights ``(N, h, T, S)`` (for alignment plots).
         """
         offset = 0 if cache is None else cache.length
         self._check_ids(tgt_ids, "tgt_ids", offset)
@@ -170,7 +174,8 @@ class Transformer(nn.Module):
         require(memory.shape == (b, s, self.config.d_model), "memory",
                 f"shape (B={b}, S={s}, d_model={self.config.d_model}) to match src_ids",
                 f"shape {tuple(memory.shape)}")
-        require(tgt_ids.shape[0] == b, "tgt_ids", f"batch size {b} (as src_ids)",
+        require(tgt_ids.shape[0] % b == 0, "tgt_ids",
+                f"batch size a multiple of {b} (G hypotheses per sentence of src_ids)",
                 f"shape {tuple(tgt_ids.shape)}")
         y = self.tgt_pos(self.tgt_embed(tgt_ids) * self.embed_scale, offset)  # (B, T, d_model)
         y, self_w, cross_w = self.decoder(y, memory, self.source_mask(src_ids), cache,
