@@ -12,6 +12,11 @@ Rows (``ours`` and ``reference`` are seconds per call, ``ratio = reference / our
   re-running the decoder on the whole prefix each step (reference). Goal: ratio >= 3.
 - ``beam4 vs greedy``: beam search (beam 4, α = 0.6, 50 tokens) vs greedy on the same
   batch, both with the cache; here the ratio is greedy / beam, goal >= 1/3 (beam within 3×).
+- ``beam4 vs greedy, test_2016_flickr``: the same comparison as a user runs it, with
+  ``translate_ids`` over the 1,000 test sentences and chapter 10's trained model, where each
+  sentence stops when it is done (beam search: when no live hypothesis can beat its best
+  finished one). Full size only, and only when chapter 10's model is in the course cache
+  (:mod:`transformer_book.course_cache`); otherwise the row is left out, with a note.
 
 Medians of interleaved repeats after one warmup, on one intra-op thread (the course machine's
 2 cores are shared).
@@ -19,12 +24,17 @@ Medians of interleaved repeats after one warmup, on one intra-op thread (the cou
 
 from __future__ import annotations
 
+import sys
+
 import torch
 from _common import command_line, measure, medians, one_thread  # benchmarks/_common.py
 
 from transformer_book.config import TransformerConfig
+from transformer_book.course_cache import chapter10_dir, load_completed
+from transformer_book.data import load_multi30k
 from transformer_book.decode import beam_search, greedy_decode
 from transformer_book.model import Transformer
+from transformer_book.train import encode_sources, load_trained, translate_ids
 
 VOCAB = 8000
 FULL = dict(batch=64, beam_batch=16, src_len=20, steps=50, repeats=3)
@@ -62,7 +72,32 @@ def run(quick: bool = False, clock: str = "wall") -> list[dict]:
             "unit": "s", "ours": t["beam"], "reference": t["greedy"],
             "ratio": t["greedy"] / t["beam"], "goal": 1 / 3,
         })
+        if not quick:
+            rows += _test_set_rows(size["repeats"], clock)
         return rows
+
+
+def _test_set_rows(repeats: int, clock: str) -> list[dict]:
+    """Beam 4 against greedy over test_2016_flickr with chapter 10's cached model."""
+    run = load_completed(chapter10_dir("cpu"))
+    if run is None:
+        print("bench_decode: the test_2016_flickr row needs chapter 10's model in the course "
+              f"cache ({chapter10_dir('cpu')}); run chapter 10 first", file=sys.stderr)
+        return []
+    trained = load_trained(run.final_checkpoint)
+    model = trained.model
+    sources = encode_sources(trained.tokenizer,
+                             [de for de, _ in load_multi30k("test_2016_flickr")],
+                             trained.model_config.max_len)
+    t = medians(measure({
+        "beam": lambda: translate_ids(model, sources, beam_size=4, alpha=0.6),
+        "greedy": lambda: translate_ids(model, sources, beam_size=1),
+    }, repeats, clock=clock))
+    return [{
+        "name": "beam 4 vs greedy, test_2016_flickr",
+        "unit": "s", "ours": t["beam"], "reference": t["greedy"],
+        "ratio": t["greedy"] / t["beam"], "goal": 1 / 3,
+    }]
 
 
 def _print(rows: list[dict]) -> None:

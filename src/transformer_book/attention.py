@@ -251,9 +251,19 @@ def scaled_dot_product_attention(
     require(v.ndim >= 2 and v.shape[-2] == k.shape[-2], "v", f"shape (..., L_k={k.shape[-2]}, d_v)",
             f"shape {tuple(v.shape)}")
     require(0.0 <= dropout_p < 1.0, "dropout_p", "a number in [0, 1)", repr(dropout_p))
-    scores = scaled_dot_score(q, k)  # (..., L_q, L_k)
     if mask is not None:
-        _check_mask(mask, tuple(scores.shape))
+        batch = torch.broadcast_shapes(q.shape[:-2], k.shape[:-2])
+        _check_mask(mask, (*batch, q.shape[-2], k.shape[-2]))
+    return _attend(q, k, v, mask, dropout_p)
+
+
+def _attend(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None,
+    dropout_p: float,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """:func:`scaled_dot_product_attention` on inputs already checked (it and
+    :class:`MultiHeadAttention`'s decoding path both run this)."""
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])  # scaled_dot_score, (..., L_q, L_k)
     weights = masked_softmax(scores, mask)  # (..., L_q, L_k)
     used = F.dropout(weights, dropout_p) if dropout_p > 0 else weights
     return used @ v, weights  # (..., L_q, L_k) @ (..., L_k, d_v) -> (..., L_q, d_v)
@@ -440,7 +450,7 @@ class MultiHeadAttention(nn.Module):
         """
         if (q.shape[-2] <= FEW_QUERIES and q.device.type == "cpu" and dropout_p == 0.0
                 and not torch.is_grad_enabled()):
-            return scaled_dot_product_attention(q, k, v, mask)[0]
+            return _attend(q, k, v, mask, 0.0)[0]
         if mask is None:
             return F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p)
         if only_causal:  # exactly causal: let SDPA build the mask itself
