@@ -177,9 +177,10 @@ def test_decoding_is_batch_independent(trained: Transformer, sources: torch.Tens
         assert beam_search(trained, one, beam_size=3) == [beams[i]]
 
 
-def test_cache_reorders_lazily_and_composes() -> None:
-    """reorder and select are applied by the next step, in the same copy as the append; two
-    in a row compose. The logits equal those of a cache gathered at once."""
+def test_cache_reorder_and_select_follow_the_hypotheses() -> None:
+    """Two reorders in a row compose, and select keeps sentences (cross-attention) and their
+    hypotheses (self-attention): the next step's logits equal those of a cache indexed by
+    hand."""
     torch.manual_seed(0)
     m = Transformer(TransformerConfig.preset("tiny", 23, dropout=0.0)).to(torch.float64).eval()
     src = torch.randint(3, 23, (2, 5))
@@ -187,23 +188,21 @@ def test_cache_reorders_lazily_and_composes() -> None:
     first, second = torch.tensor([2, 2, 0, 4, 3, 5]), torch.tensor([1, 0, 2, 5, 5, 3])
     with torch.no_grad():
         memory = m.encode(src)
-        lazy, eager = m.new_cache(), m.new_cache()
-        for cache in (lazy, eager):
-            m.decode(tgt[:, :2], memory, src, cache=cache)
-        lazy.reorder(first)
-        lazy.reorder(second)
-        assert lazy.batch_size == 6 and lazy.pending is not None
-        eager.self_kv = [(k[first][second], v[first][second]) for k, v in eager.self_kv]
-        out_lazy = m.decode(tgt[:, 2:3], memory, src, cache=lazy)
-        out_eager = m.decode(tgt[:, 2:3], memory, src, cache=eager)
-        assert lazy.pending is None and lazy.length == 3
-        torch.testing.assert_close(out_lazy, out_eager)
-        lazy.select(torch.tensor([1]), torch.tensor([4, 5, 3]))  # keep sentence 1 only
-        assert lazy.batch_size == 3 and lazy.cross_kv[0][0].shape[0] == 1
-        out = m.decode(tgt[3:, 3:4], memory[1:], src[1:], cache=lazy)
-        kept = [(k[[4, 5, 3]], v[[4, 5, 3]]) for k, v in eager.self_kv]
-        eager.self_kv, eager.cross_kv = kept, [(k[1:], v[1:]) for k, v in eager.cross_kv]
-        torch.testing.assert_close(out, m.decode(tgt[3:, 3:4], memory[1:], src[1:], cache=eager))
+        cache, by_hand = m.new_cache(), m.new_cache()
+        for c in (cache, by_hand):
+            m.decode(tgt[:, :2], memory, src, cache=c)
+        cache.reorder(first)
+        cache.reorder(second)
+        by_hand.self_kv = [(k[first][second], v[first][second]) for k, v in by_hand.self_kv]
+        out = m.decode(tgt[:, 2:3], memory, src, cache=cache)
+        torch.testing.assert_close(out, m.decode(tgt[:, 2:3], memory, src, cache=by_hand))
+        assert cache.length == 3 and cache.batch_size == 6
+        cache.select(torch.tensor([1]), torch.tensor([4, 5, 3]))  # keep sentence 1 only
+        assert cache.batch_size == 3 and cache.cross_kv[0][0].shape[0] == 1
+        out = m.decode(tgt[3:, 3:4], memory[1:], src[1:], cache=cache)
+        by_hand.self_kv = [(k[[4, 5, 3]], v[[4, 5, 3]]) for k, v in by_hand.self_kv]
+        by_hand.cross_kv = [(k[1:], v[1:]) for k, v in by_hand.cross_kv]
+        torch.testing.assert_close(out, m.decode(tgt[3:, 3:4], memory[1:], src[1:], cache=by_hand))
 
 
 @pytest.mark.parametrize("use_cache", [True, False])

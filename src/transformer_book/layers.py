@@ -121,7 +121,6 @@ class DecoderCache:
 
     self_kv: list[KV] = field(default_factory=list)
     cross_kv: list[KV] = field(default_factory=list)
-    pending: torch.Tensor | None = field(default=None, repr=False)
 
     @property
     def length(self) -> int:
@@ -130,39 +129,27 @@ class DecoderCache:
     @property
     def batch_size(self) -> int | None:
         """N, the number of hypotheses cached (``None`` before the first call)."""
-        if self.pending is not None:
-            return self.pending.shape[0]
         return self.self_kv[0][0].shape[0] if self.self_kv else None
 
     def extend(self, layer: int, k: torch.Tensor, v: torch.Tensor) -> KV:
         """Append the new tokens' ``k, v (N, h, T_new, d_k)`` to layer ``layer``'s
-        self-attention cache and return the whole ``(N, h, t + T_new, d_k)`` pair.
-
-        A pending :meth:`reorder` is applied here, in the same copy as the append (one copy
-        of the past per step instead of two); it is done once the last layer has it.
-        """
+        self-attention cache and return the whole ``(N, h, t + T_new, d_k)`` pair."""
         if layer == len(self.self_kv):  # first call: nothing cached yet
             self.self_kv.append((k, v))
-            return k, v
-        (past_k, past_v), rows = self.self_kv[layer], self.pending
-        if rows is None:
-            grown = torch.cat([past_k, k], dim=2), torch.cat([past_v, v], dim=2)
         else:
-            grown = _gather_append(past_k, rows, k), _gather_append(past_v, rows, v)
-            if layer == len(self.self_kv) - 1:
-                self.pending = None
-        self.self_kv[layer] = grown
-        return grown
+            past_k, past_v = self.self_kv[layer]
+            self.self_kv[layer] = torch.cat([past_k, k], dim=2), torch.cat([past_v, v], dim=2)
+        return self.self_kv[layer]
 
     def reorder(self, index: torch.Tensor) -> None:
         """Keep hypotheses ``index`` (long ``(N',)``) of the self-attention cache (beam
-        search: each new hypothesis continues the one it extends). Applied lazily, by the
-        next :meth:`extend` of each layer.
+        search: each new hypothesis continues the one it extends).
 
         Cross-attention k/v are left alone: they depend only on the source sentence, and
         beam search reorders hypotheses within a sentence, never across sentences.
         """
-        self.pending = index if self.pending is None else self.pending.index_select(0, index)
+        self.self_kv = [(k.index_select(0, index), v.index_select(0, index))
+                        for k, v in self.self_kv]
 
     def select(self, sentences: torch.Tensor, hypotheses: torch.Tensor | None = None) -> None:
         """Keep source sentences ``sentences`` (long ``(B',)``) of the cross-attention
@@ -171,16 +158,6 @@ class DecoderCache:
         self.reorder(sentences if hypotheses is None else hypotheses)
         self.cross_kv = [(k.index_select(0, sentences), v.index_select(0, sentences))
                          for k, v in self.cross_kv]
-
-
-def _gather_append(past: torch.Tensor, rows: torch.Tensor, new: torch.Tensor) -> torch.Tensor:
-    """``cat([past[rows], new], dim=2)`` in one copy: ``past (N, h, t, d_k)``, ``rows (N',)``,
-    ``new (N', h, T, d_k)`` -> ``(N', h, t + T, d_k)``."""
-    n, heads, t, d = new.shape[0], past.shape[1], past.shape[2], past.shape[3]
-    out = past.new_empty((n, heads, t + new.shape[2], d))
-    torch.index_select(past, 0, rows, out=out[:, :, :t])
-    out[:, :, t:] = new
-    return out
 
 
 class DecoderLayer(_Residual):
