@@ -1,8 +1,9 @@
 """Training: the objective and schedule (Sections 5.3-5.4) and checkpoints (Section 6.1).
 
 The training loop (Section 5) is ``transformer_book.train.loop``; it uses ``corpus``
-(Multi30k -> BPE ids), ``runtime`` (mixed precision, DDP) and ``records`` (JSON run
-records). ``translate`` loads a trained checkpoint and translates with it.
+(Multi30k -> BPE ids), ``runtime`` (mixed precision, DDP), ``validate`` (validation loss
+and greedy BLEU), ``resume`` (continuing a run exactly from its checkpoint) and ``records``
+(JSON run records). ``translate`` loads a trained checkpoint and translates with it.
 """
 
 from transformer_book.train.checkpoint import (

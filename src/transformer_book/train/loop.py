@@ -39,7 +39,7 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from transformer_book.config import RunConfig, TransformerConfig
+from transformer_book.config import RunConfig
 from transformer_book.data.batching import TokenBudgetSampler
 from transformer_book.data.tokenizer import PAD_ID
 from transformer_book.env import set_seed
@@ -47,14 +47,13 @@ from transformer_book.train.checkpoint import (
     capture_rng_state,
     checkpoint_name,
     list_checkpoints,
-    load_checkpoint,
     prune_checkpoints,
-    restore_rng_state,
     save_checkpoint,
 )
-from transformer_book.train.corpus import PreparedData, make_batch, prepare_data
+from transformer_book.train.corpus import make_batch, prepare_data
 from transformer_book.train.objective import label_smoothed_cross_entropy, make_optimizer
 from transformer_book.train.records import command_line, git_commit, hardware_info, write_record
+from transformer_book.train.resume import RunState, restore_run
 from transformer_book.train.runtime import (
     DistInfo,
     all_reduce,
@@ -62,13 +61,10 @@ from transformer_book.train.runtime import (
     resolve_precision,
     setup_distributed,
 )
-from transformer_book.train.translate import translate_ids
+from transformer_book.train.validate import validate
 from transformer_book.validation import fail, require, require_positive_int
 
 __all__ = ["NonFiniteLossError", "TrainingResult", "train"]
-
-EVAL_MIN_TOKENS = 4096  # smallest token budget of an evaluation batch
-
 
 class NonFiniteLossError(FloatingPointError):
     """The training loss became NaN or infinite; the message says where and what to try."""
@@ -100,80 +96,6 @@ class TrainingResult:
     rank: int = 0
 
 
-# ---------------------------------------------------------------------------- evaluate
-
-
-@torch.no_grad()
-def _evaluate(model: nn.Module, data: PreparedData, run_config: RunConfig,
-              config: TransformerConfig, device: torch.device, precision: str,
-              bleu_sentences: int) -> dict[str, Any]:
-    """Validation loss (label-smoothed, as trained, and plain NLL) and greedy BLEU."""
-    from transformer_book.evaluate import corpus_bleu  # imports train.checkpoint: not at top
-
-    was_training = model.training
-    model.eval()
-    # No gradients to keep: evaluation batches may be larger than training ones.
-    budget = max(2 * run_config.data.max_tokens, EVAL_MIN_TOKENS)
-    sampler = TokenBudgetSampler([len(s) for s in data.val_src], budget,
-                                 [len(t) + 1 for t in data.val_tgt], shuffle=False)
-    smoothed = nll = tokens = 0.0
-    for indices in sampler:
-        src, tgt_in, tgt_out = make_batch(data.val_src, data.val_tgt, indices, device)
-        with autocast(precision, device):
-            logits = model(src, tgt_in)  # (B, T, V)
-        logits = logits.float()
-        smoothed += float(label_smoothed_cross_entropy(
-            logits, tgt_out, config.label_smoothing, PAD_ID, reduction="sum"))
-        nll += float(label_smoothed_cross_entropy(logits, tgt_out, 0.0, PAD_ID, reduction="sum"))
-        tokens += float((tgt_out != PAD_ID).sum())
-    result: dict[str, Any] = {"val_loss": smoothed / tokens, "val_nll": nll / tokens,
-                              "val_ppl": math.exp(min(nll / tokens, 50.0))}
-    n = min(bleu_sentences, len(data.val_src))
-    if n > 0:
-        dec = run_config.decode
-        with autocast(precision, device):
-            hyps = translate_ids(model, data.val_src[:n], beam_size=1, max_len_a=dec.max_len_a,
-                                 max_len_b=dec.max_len_b, max_tokens=budget,
-                                 device=device)
-        bleu = corpus_bleu(data.tokenizer.decode_batch(hyps) if hyps else [],
-                           data.val_references[:n])
-        result.update(bleu=bleu.score, bleu_signature=bleu.signature,
-                      bleu_lowercase_intl=bleu.lowercase_intl_score,
-                      bleu_lowercase_intl_signature=bleu.lowercase_intl_signature,
-                      bleu_sentences=n, bleu_decoding="greedy")
-    model.train(was_training)
-    return result
-
-
-# ------------------------------------------------------------------------------ resume
-
-
-def _check_compatible(meta: dict[str, Any], run_config: RunConfig, config: TransformerConfig,
-                      world_size: int) -> None:
-    """A run folder may only be resumed with the same model, data, seed and process count.
-
-    ``max_steps``, ``max_minutes``, evaluation and checkpoint intervals may change.
-    """
-    saved = meta.get("config", {})
-    path = meta.get("directory")
-    pairs = [("model", saved.get("model", {}), config.to_dict(), None)]
-    run, now = saved.get("run", {}), run_config.to_dict()
-    pairs.append(("data", run.get("data", {}), now["data"], None))
-    pairs.append(("train", run.get("train", {}), now["train"], ("seed", "accumulation")))
-    problems = []
-    for section, old, new, keys in pairs:
-        for key in sorted(set(old) | set(new)):
-            if (keys is None or key in keys) and key != "data_dir" and old.get(key) != new.get(key):
-                problems.append(f"[{section}] {key}: {old.get(key)!r} in the checkpoint, "
-                                f"{new.get(key)!r} now")
-    require(not problems, "resume", f"the config of the checkpoint {path}",
-            "; ".join(problems) + " (use another --out folder, or --no-resume after "
-            "removing the checkpoints)")
-    saved_world = meta.get("extra", {}).get("world_size", 1)
-    require(saved_world == world_size, "resume", f"{saved_world} processes as when {path} "
-            "was written (the data position depends on it)", world_size)
-
-
 def _epoch_chunks(sampler: TokenBudgetSampler, epoch: int, accumulation: int
                   ) -> list[list[list[int]]]:
     """This rank's batches for ``epoch``, grouped ``accumulation`` at a time (one step each)."""
@@ -193,6 +115,46 @@ def _nonfinite_message(value: float, step: int, lr: float, shapes: list[str],
             f"{', '.join(shapes)}); {last}. Try a lower learning rate ([train] lr_factor or "
             "a longer warmup_steps), gradient clipping ([train] clip_norm), precision = "
             "\"fp32\", and check the data for empty or overlong sentences.")
+
+
+def _backward(model: nn.Module, batches: list[tuple[torch.Tensor, ...]], scale: float,
+              label_smoothing: float, precision: str, device: torch.device, info: DistInfo,
+              scaler: torch.amp.GradScaler | None) -> torch.Tensor:
+    """Forward and backward over one step's micro-batches (gradient accumulation): each
+    ``(src, tgt_in, tgt_out)`` adds the gradient of its summed label-smoothed loss times
+    ``scale``. Under DDP only the last micro-batch all-reduces. Returns this process's
+    summed loss, a 0-d tensor (no device synchronisation)."""
+    loss_sum = torch.zeros((), device=device)
+    for j, (src, tgt_in, tgt_out) in enumerate(batches):
+        sync = contextlib.nullcontext()
+        if info.enabled and j < len(batches) - 1:
+            sync = model.no_sync()  # accumulate locally; all-reduce on the last one
+        with sync:
+            with autocast(precision, device):
+                logits = model(src, tgt_in)  # (B, T, V)
+            loss = label_smoothed_cross_entropy(logits.float(), tgt_out, label_smoothing,
+                                                PAD_ID, reduction="sum")
+            scaled = loss * scale
+            (scaler.scale(scaled) if scaler is not None else scaled).backward()
+        loss_sum = loss_sum + loss.detach()
+    return loss_sum
+
+
+def _update(model: nn.Module, optimizer: torch.optim.Optimizer, scheduler: Any,
+            scaler: torch.amp.GradScaler | None, clip_norm: float | None) -> None:
+    """One optimizer step: unscale (fp16), clip the gradient norm, step Adam and the
+    learning-rate schedule, clear the gradients."""
+    if scaler is not None:
+        scaler.unscale_(optimizer)
+    if clip_norm is not None:
+        torch.nn.utils.clip_grad_norm_(model.parameters(), clip_norm)
+    if scaler is not None:
+        scaler.step(optimizer)
+        scaler.update()
+    else:
+        optimizer.step()
+    scheduler.step()
+    optimizer.zero_grad(set_to_none=True)
 
 
 def train(
@@ -284,24 +246,11 @@ def _train(run_config: RunConfig, out_dir: Path, resume: bool, progress: bool,
     sampler = TokenBudgetSampler([len(s) for s in data.train_src], d.max_tokens,
                                  [len(y) + 1 for y in data.train_tgt], shuffle=True,
                                  seed=t.seed, num_replicas=info.world_size, rank=info.rank)
-    step = epoch = position = 0
-    losses: list[dict[str, Any]] = []
-    evals: list[dict[str, Any]] = []
-    previous_seconds = 0.0
-    resumed_from = None
-    if existing:
-        resumed_from = existing[-1]
-        meta = load_checkpoint(resumed_from)
-        saved_extra = meta.get("extra", {})
-        _check_compatible(meta, run_config, config, info.world_size)
-        meta = load_checkpoint(resumed_from, raw_model, optimizer, scheduler,
-                               map_location=device)
-        step, epoch, position = meta["step"], saved_extra["epoch"], saved_extra["position"]
-        losses, evals = list(saved_extra["losses"]), list(saved_extra["evals"])
-        previous_seconds = float(saved_extra.get("train_seconds", 0.0))
-        if scaler is not None and saved_extra.get("scaler"):
-            scaler.load_state_dict(saved_extra["scaler"])
-        restore_rng_state(meta["rng_state"])
+    state = (restore_run(existing[-1], raw_model, optimizer, scheduler, scaler, run_config,
+                         config, info.world_size, device) if existing else RunState())
+    step, epoch, position = state.step, state.epoch, state.position
+    losses, evals, resumed_from = state.losses, state.evals, state.resumed_from
+    previous_seconds = state.train_seconds
     if info.enabled:  # different dropout masks per process; same weights (DDP broadcasts)
         torch.manual_seed(t.seed * 1_000_003 + info.rank * 7_919 + step)
     model: nn.Module = raw_model
@@ -318,8 +267,8 @@ def _train(run_config: RunConfig, out_dir: Path, resume: bool, progress: bool,
         if not info.is_main:
             return
         result = {"step": step, "epoch": epoch, "reason": reason,
-                  **_evaluate(raw_model, data, run_config, config, device, precision,
-                              bleu_sentences)}
+                  **validate(raw_model, data, run_config, config, device, precision,
+                             bleu_sentences)}
         evals.append(result)
         log(f"step {step} ({reason}): val loss {result['val_loss']:.4f}, "
             f"ppl {result['val_ppl']:.2f}, greedy BLEU {result.get('bleu', float('nan')):.2f}")
@@ -387,20 +336,8 @@ def _train(run_config: RunConfig, out_dir: Path, resume: bool, progress: bool,
                 [global_tgt, global_src], device=device), info).tolist()
         scale = info.world_size / global_tgt  # DDP averages grads: x K / global tokens
         lr = optimizer.param_groups[0]["lr"]
-        loss_sum = torch.zeros((), device=device)
-        for j, (src, tgt_in, tgt_out) in enumerate(batches):
-            sync = contextlib.nullcontext()
-            if info.enabled and j < len(batches) - 1:
-                sync = model.no_sync()  # accumulate locally; all-reduce on the last one
-            with sync:
-                with autocast(precision, device):
-                    logits = model(src, tgt_in)  # (B, T, V)
-                loss = label_smoothed_cross_entropy(logits.float(), tgt_out,
-                                                    config.label_smoothing, PAD_ID,
-                                                    reduction="sum")
-                scaled = loss * scale
-                (scaler.scale(scaled) if scaler is not None else scaled).backward()
-            loss_sum = loss_sum + loss.detach()
+        loss_sum = _backward(model, batches, scale, config.label_smoothing, precision, device,
+                             info, scaler)
         global_loss = all_reduce(loss_sum.reshape(1), info)
         value = float(global_loss[0]) / global_tgt  # per target token (one sync per step)
         if not math.isfinite(value):
@@ -408,17 +345,7 @@ def _train(run_config: RunConfig, out_dir: Path, resume: bool, progress: bool,
             optimizer.zero_grad(set_to_none=True)
             raise NonFiniteLossError(_nonfinite_message(value, step + 1, lr, shapes,
                                                         last_finite))
-        if scaler is not None:
-            scaler.unscale_(optimizer)
-        if t.clip_norm is not None:
-            torch.nn.utils.clip_grad_norm_(raw_model.parameters(), t.clip_norm)
-        if scaler is not None:
-            scaler.step(optimizer)
-            scaler.update()
-        else:
-            optimizer.step()
-        scheduler.step()
-        optimizer.zero_grad(set_to_none=True)
+        _update(raw_model, optimizer, scheduler, scaler, t.clip_norm)
         step += 1
         position += len(chunk)
         step_tokens = int(global_tgt + global_src)  # source + target, all processes
