@@ -2,18 +2,17 @@
 
 The training loop (Section 5) is ``transformer_book.train.loop``; it uses ``corpus``
 (Multi30k -> BPE ids), ``runtime`` (mixed precision, DDP), ``validate`` (validation loss
-and greedy BLEU), ``resume`` (continuing a run exactly from its checkpoint) and ``records``
-(JSON run records). ``translate`` loads a trained checkpoint and translates with it.
+and greedy BLEU), ``resume`` (continuing a run exactly from its checkpoint, with the RNG
+states of ``rng``) and ``records`` (JSON run records). ``translate`` loads a trained
+checkpoint and translates with it.
 """
 
 from transformer_book.train.checkpoint import (
     average_checkpoints,
-    capture_rng_state,
     checkpoint_name,
     list_checkpoints,
     load_checkpoint,
     prune_checkpoints,
-    restore_rng_state,
     save_checkpoint,
 )
 from transformer_book.train.corpus import PreparedData, prepare_data
@@ -26,6 +25,7 @@ from transformer_book.train.objective import (
     smoothed_target_distribution,
 )
 from transformer_book.train.records import git_commit, hardware_info, write_record
+from transformer_book.train.rng import capture_rng_state, restore_rng_state
 from transformer_book.train.translate import (
     TrainedModel,
     encode_sources,

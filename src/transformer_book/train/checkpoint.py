@@ -5,7 +5,8 @@ A checkpoint is a folder::
     step_00001000/
         model.safetensors   the weights (tied tensors stored once, see below)
         checkpoint.json     config, step, tokenizer, environment, sha256 of every file
-        rng.json            torch / CUDA / python / numpy RNG states (JSON-friendly)
+        rng.json            torch / CUDA / python / numpy RNG states (JSON-friendly,
+                            :mod:`transformer_book.train.rng`)
         tokenizer.json      optional: the BPE tokenizer the model was trained with
         optimizer.pt        optional: optimizer + scheduler state; plain tensors and numbers,
                             so it loads with ``torch.load(weights_only=True)``
@@ -23,13 +24,11 @@ under its first name and the others are recorded in ``checkpoint.json["tied"]``
 
 from __future__ import annotations
 
-import base64
 import contextlib
 import hashlib
 import json
 import os
 import platform
-import random
 import shutil
 import tempfile
 from collections.abc import Sequence
@@ -41,6 +40,7 @@ import torch
 from safetensors.torch import load_file, save_file
 from torch import nn
 
+from transformer_book.train.rng import capture_rng_state, restore_rng_state
 from transformer_book.validation import fail, require, require_positive_int
 
 WEIGHTS = "model.safetensors"
@@ -49,56 +49,6 @@ RNG = "rng.json"
 TOKENIZER = "tokenizer.json"
 OPTIMIZER = "optimizer.pt"
 FORMAT_VERSION = 1
-
-
-# ------------------------------------------------------------------------------ RNG state
-
-
-def _encode_bytes(tensor: torch.Tensor) -> str:
-    return base64.b64encode(tensor.cpu().numpy().tobytes()).decode("ascii")
-
-
-def _decode_bytes(text: str) -> torch.Tensor:
-    return torch.frombuffer(bytearray(base64.b64decode(text)), dtype=torch.uint8).clone()
-
-
-def capture_rng_state() -> dict[str, Any]:
-    """Every random generator's state as a JSON-serialisable dict.
-
-    Keys: ``torch`` (CPU generator, base64 bytes), ``cuda`` (one per visible GPU, base64;
-    empty without CUDA), ``python`` (:mod:`random`), ``numpy`` (legacy global generator).
-    :func:`restore_rng_state` puts them back, so a resumed run draws the same dropout masks
-    and batch orders as an uninterrupted one.
-    """
-    version, internal, gauss = random.getstate()
-    np_kind, np_keys, np_pos, np_has_gauss, np_gauss = np.random.get_state()  # noqa: NPY002 (the global one set_seed seeds)
-    cuda = []
-    if torch.cuda.is_available():
-        cuda = [_encode_bytes(state) for state in torch.cuda.get_rng_state_all()]
-    return {
-        "torch": _encode_bytes(torch.get_rng_state()),
-        "cuda": cuda,
-        "python": {"version": version, "state": list(internal), "gauss_next": gauss},
-        "numpy": {"kind": np_kind, "keys": np_keys.tolist(), "pos": int(np_pos),
-                  "has_gauss": int(np_has_gauss), "cached_gaussian": float(np_gauss)},
-    }
-
-
-def restore_rng_state(state: dict[str, Any]) -> None:
-    """Inverse of :func:`capture_rng_state` (CUDA states are restored when GPUs exist)."""
-    require(isinstance(state, dict) and {"torch", "python", "numpy"} <= set(state), "state",
-            "a dict from capture_rng_state() with keys torch, python, numpy",
-            sorted(state) if isinstance(state, dict) else type(state).__name__)
-    torch.set_rng_state(_decode_bytes(state["torch"]))
-    cuda = state.get("cuda") or []
-    if cuda and torch.cuda.is_available() and len(cuda) == torch.cuda.device_count():
-        torch.cuda.set_rng_state_all([_decode_bytes(s) for s in cuda])
-    py = state["python"]
-    random.setstate((py["version"], tuple(py["state"]), py["gauss_next"]))
-    npy = state["numpy"]
-    numpy_state = (npy["kind"], np.array(npy["keys"], dtype=np.uint32), npy["pos"],
-                   npy["has_gauss"], npy["cached_gaussian"])
-    np.random.set_state(numpy_state)  # noqa: NPY002 (the global generator set_seed seeds)
 
 
 # --------------------------------------------------------------------------- file helpers

@@ -44,7 +44,6 @@ from transformer_book.data.batching import TokenBudgetSampler
 from transformer_book.data.tokenizer import PAD_ID
 from transformer_book.env import set_seed
 from transformer_book.train.checkpoint import (
-    capture_rng_state,
     checkpoint_name,
     list_checkpoints,
     prune_checkpoints,
@@ -54,6 +53,7 @@ from transformer_book.train.corpus import make_batch, prepare_data
 from transformer_book.train.objective import label_smoothed_cross_entropy, make_optimizer
 from transformer_book.train.records import command_line, git_commit, hardware_info, write_record
 from transformer_book.train.resume import RunState, restore_run
+from transformer_book.train.rng import capture_rng_state
 from transformer_book.train.runtime import (
     DistInfo,
     all_reduce,

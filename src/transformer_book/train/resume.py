@@ -18,7 +18,8 @@ import torch
 from torch import nn
 
 from transformer_book.config import RunConfig, TransformerConfig
-from transformer_book.train.checkpoint import load_checkpoint, restore_rng_state
+from transformer_book.train.checkpoint import load_checkpoint
+from transformer_book.train.rng import restore_rng_state
 from transformer_book.validation import require
 
 __all__ = ["RunState", "check_compatible", "restore_run"]
