@@ -12,7 +12,13 @@ import torch.nn.functional as F
 
 from transformer_book.config import TransformerConfig
 from transformer_book.data.toy import make_toy_task, toy_batches
-from transformer_book.decode import beam_search, greedy_decode, length_penalty, score_hypothesis
+from transformer_book.decode import (
+    STOPPING_RULES,
+    beam_search,
+    greedy_decode,
+    length_penalty,
+    score_hypothesis,
+)
 from transformer_book.model import Transformer
 
 F64 = torch.float64
@@ -110,6 +116,39 @@ def test_beam_search_scores_at_least_as_well_as_greedy(trained: Transformer,
             s_beam = score_hypothesis(m, sources[i], b, alpha)
             s_greedy = score_hypothesis(m, sources[i], g, alpha)
             assert s_beam >= s_greedy - 1e-5, (i, b, g, s_beam, s_greedy)
+
+
+@pytest.mark.parametrize("alpha", [0.0, 0.6, 1.0])
+def test_stopping_at_the_first_finished_hypothesis_with_a_beam_of_one_is_greedy(
+        trained: Transformer, sources: torch.Tensor, alpha: float) -> None:
+    assert beam_search(trained, sources, beam_size=1, alpha=alpha,
+                       stop="k_finished") == greedy_decode(trained, sources)
+
+
+def _beam_and_rows(model: Transformer, sources: torch.Tensor, stop: str
+                   ) -> tuple[list[list[int]], int]:
+    """Beam 3's translations and the decoder rows it used (a forward pre-hook counts them)."""
+    rows: list[int] = []
+    hook = model.decoder.register_forward_pre_hook(
+        lambda module, args: rows.append(args[0].shape[0]))  # args[0]: (N, T, d_model)
+    try:
+        found = beam_search(model, sources, beam_size=3, stop=stop)
+        return found, sum(rows)
+    finally:
+        hook.remove()
+
+
+def test_k_finished_stops_no_later_and_never_beats_the_exact_rule(trained: Transformer,
+                                                                  sources: torch.Tensor) -> None:
+    """Sentence by sentence, the fairseq-style rule runs a prefix of the exact search: never
+    more decoder rows, and a best hypothesis that scores at most as high."""
+    assert STOPPING_RULES == ("exact", "k_finished")
+    exact, exact_rows = _beam_and_rows(trained, sources, "exact")
+    early, early_rows = _beam_and_rows(trained, sources, "k_finished")
+    assert early_rows <= exact_rows
+    for i, (e, k) in enumerate(zip(exact, early, strict=True)):
+        score_early = score_hypothesis(trained, sources[i], k)
+        assert score_early <= score_hypothesis(trained, sources[i], e) + 1e-5
 
 
 def test_a_beam_holding_every_hypothesis_finds_the_best_one() -> None:
@@ -257,6 +296,9 @@ def test_bad_arguments_raise_value_errors(sources: torch.Tensor) -> None:
         beam_search(m, sources, alpha=-1)
     with pytest.raises(ValueError, match="max_len_b: expected an integer >= 0"):
         beam_search(m, sources, max_len_b=-2)
+    with pytest.raises(ValueError, match=r"stop: expected one of \('exact', 'k_finished'\), "
+                                         "received 'early'"):
+        beam_search(m, sources, stop="early")
     with pytest.raises(ValueError, match=r"max_len: expected at most 63 \(config.max_len=64\)"):
         greedy_decode(m, sources, max_len=65)
     with pytest.raises(ValueError, match="min_len: expected an integer >= 0"):

@@ -34,7 +34,10 @@ import torch.nn.functional as F
 from transformer_book.model import Transformer
 from transformer_book.validation import require, require_positive_int, require_tensor
 
-__all__ = ["beam_search", "greedy_decode", "length_penalty", "score_hypothesis"]
+__all__ = ["STOPPING_RULES", "beam_search", "greedy_decode", "length_penalty", "score_hypothesis"]
+
+# How beam search decides that a sentence is done (see beam_search's docstring).
+STOPPING_RULES = ("exact", "k_finished")
 
 
 def length_penalty(length: int | torch.Tensor, alpha: float) -> float | torch.Tensor:
@@ -92,7 +95,8 @@ def _stepper(model: Transformer, src_ids: torch.Tensor, memory: torch.Tensor, us
     def step(prefix: torch.Tensor) -> torch.Tensor:
         new = prefix[:, -1:] if use_cache else prefix  # (N, 1) or (N, t)
         logits = model.decode(new, state["memory"], state["src"], cache=cache)
-        logp = torch.log_softmax(logits[:, -1].float(), dim=-1)  # (N, T, V) -> (N, V)
+        logp = logits[:, -1].float().contiguous()  # (N, T, V) -> (N, V)
+        torch.log_softmax(logp, dim=-1, out=logp)  # in place: no second (N, V) tensor
         return logp.index_fill_(1, never, -math.inf)  # <pad> and <bos> are never generated
 
     def reorder(rows: torch.Tensor) -> None:
@@ -170,6 +174,7 @@ def beam_search(
     max_len_b: int = 50,
     use_cache: bool = True,
     min_len: int = 0,
+    stop: str = "exact",
 ) -> list[list[int]]:
     """Beam search with the length penalty of Wu et al. (2016), batched over B sentences
     (``B · beam_size`` decoder rows): ``src_ids (B, S)`` -> B lists of ids.
@@ -183,7 +188,14 @@ def beam_search(
     where ``<eos>`` is forced. Returns the best finished hypothesis of each sentence.
     ``min_len`` forbids ``<eos>`` before that many tokens. With α = 0 and beam size 1
     this is greedy decoding.
+
+    ``stop`` is the stopping rule. ``"exact"`` (the default) is the one above: the search
+    stops as soon as its answer is known, never earlier. ``"k_finished"`` also stops a
+    sentence once ``beam_size`` hypotheses have finished, as fairseq does: fewer steps, but
+    a better translation that needed a few more tokens may be missed (with beam size 1 it
+    is greedy decoding for every α).
     """
+    require(stop in STOPPING_RULES, "stop", f"one of {STOPPING_RULES}", repr(stop))
     require_positive_int(beam_size, "beam_size")
     require(isinstance(alpha, (int, float)) and not isinstance(alpha, bool) and alpha >= 0,
             "alpha", "a number >= 0", repr(alpha))
@@ -204,6 +216,7 @@ def beam_search(
         prefix = torch.full((b, 1), config.bos_id, dtype=torch.long, device=device)
         scores = torch.zeros((b, 1), device=device)
         best = torch.full((b,), -math.inf, device=device)  # best finished score / lp
+        count = torch.zeros(b, dtype=torch.long, device=device)  # finished hypotheses
         done = torch.zeros(b, dtype=torch.bool, device=device)
         sentence = list(range(b))  # original index of each sentence still being decoded
         final_lp = length_penalty(limits + 1, alpha)  # (B,): the largest lp a sentence can get
@@ -232,6 +245,7 @@ def beam_search(
                     finished[sentence[i]].append((score, hyp))
                 best.scatter_reduce_(0, at, torch.tensor(ended, dtype=best.dtype, device=device),
                                      reduce="amax")
+                count += ends.sum(1)
             # The K best candidates not ending in <eos> live on: (B, 2K) -> (B, K).
             order = (ends.long() * 2 * k + torch.arange(2 * k, device=device)).argsort(dim=1)
             keep = order[:, :k]
@@ -242,6 +256,8 @@ def beam_search(
             # Done when no live hypothesis can beat the best finished one any more.
             bound = scores.max(1).values / final_lp  # (B,)
             done |= (best >= bound) | forced
+            if stop == "k_finished":
+                done |= count >= k
             if bool(done.all()):
                 break
             if bool(done.any()):  # finished sentences leave the batch: (B, ...) -> (B', ...)
@@ -249,7 +265,7 @@ def beam_search(
                 rows = (keep[:, None] * k + torch.arange(k, device=device)).view(-1)  # (B'·K,)
                 prefix = prefix[rows]
                 select(keep, rows)
-                scores, best, done = scores[keep], best[keep], done[keep]
+                scores, best, count, done = scores[keep], best[keep], count[keep], done[keep]
                 limits, final_lp = limits[keep], final_lp[keep]
                 sentence = [sentence[i] for i in keep.tolist()]
                 b = len(sentence)

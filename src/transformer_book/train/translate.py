@@ -185,17 +185,21 @@ def translate_ids(
     max_len_b: int = 50,
     max_tokens: int = 4096,
     device: torch.device | str | None = None,
+    stop: str = "exact",
 ) -> list[list[int]]:
     """Decode every source (lists of BPE ids), in the input order, without special tokens.
 
     ``beam_size == 1`` is greedy decoding; otherwise beam search with length penalty
-    ``alpha`` (Section 6.1). Sources are decoded in length-sorted batches of at most
-    ``max_tokens`` source tokens. The output length is at most ``a · src_len + b``.
+    ``alpha`` (Section 6.1) and stopping rule ``stop`` (see
+    :func:`~transformer_book.decode.beam_search`). Sources are decoded in length-sorted
+    batches of at most ``max_tokens`` source tokens. The output length is at most
+    ``a · src_len + b``.
     """
     from transformer_book.data.batching import pad_sequences
-    from transformer_book.decode import beam_search, greedy_decode
+    from transformer_book.decode import STOPPING_RULES, beam_search, greedy_decode
 
     require_positive_int(beam_size, "beam_size")
+    require(stop in STOPPING_RULES, "stop", f"one of {STOPPING_RULES}", repr(stop))
     config = model.config
     device = torch.device(device) if device is not None else next(model.parameters()).device
     was_training = model.training
@@ -210,7 +214,7 @@ def translate_ids(
                 hyps = greedy_decode(model, src, max_len=limit)
             else:
                 hyps = beam_search(model, src, beam_size=beam_size, alpha=alpha,
-                                   max_len_a=max_len_a, max_len_b=max_len_b)
+                                   max_len_a=max_len_a, max_len_b=max_len_b, stop=stop)
             for i, hyp in zip(batch, hyps, strict=True):
                 ids = [int(t) for t in hyp]
                 if config.eos_id in ids:
