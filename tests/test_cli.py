@@ -111,6 +111,17 @@ def test_evaluate_with_limit_and_averaging(run, capsys):
     for key in ("bleu", "bleu_lowercase_intl", "wall_seconds", "git", "hardware", "step"):
         assert key in record, key
 
+    assert record["decoding"]["stop"] == "exact"
+
+    shutil.rmtree(results)
+    code = main(["evaluate", "--checkpoint", str(run / "run"), "--beam", "2", "--stop",
+                 "k_finished", "--limit", "20", "--results", str(results)])
+    assert code == 0
+    assert _record(results, "evaluate-run")["decoding"]["stop"] == "k_finished"
+    with pytest.raises(SystemExit) as refused:  # argparse: usage message, exit status 2
+        main(["evaluate", "--checkpoint", str(run / "run"), "--stop", "early"])
+    assert refused.value.code == 2 and "invalid choice: 'early'" in capsys.readouterr().err
+
     shutil.rmtree(results)
     code = main(["evaluate", "--checkpoint", str(run / "run"), "--average", "2",
                  "--limit", "5", "--beam", "1", "--results", str(results)])

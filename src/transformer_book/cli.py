@@ -8,9 +8,11 @@ Subcommands::
                            [--max-steps N] [--max-minutes M] [--no-resume] [--device D]
                            [--bleu-sentences 200] [--val-sentences K] [--quiet]
     transformer-book translate "Ein Mann fährt Fahrrad." --checkpoint runs/small [--beam 4]
+                               [--alpha 0.6] [--stop exact|k_finished]
     transformer-book translate - --checkpoint runs/small < sentences.txt
     transformer-book evaluate --checkpoint runs/small --split test_2016_flickr --beam 4
                               [--average 5] [--limit K] [--results results]
+                              [--stop exact|k_finished]
 
 Errors in what was asked (bad config, unknown keys, empty input, corrupted or mismatched
 checkpoints) print ``transformer-book <cmd>: error: ...`` and exit with code 2; a training
@@ -92,7 +94,8 @@ def _cmd_translate(args: argparse.Namespace) -> int:
 
     sentences = _read_sentences(args.sentences)
     trained = load_trained(args.checkpoint, device=args.device)
-    for line in translate(trained, sentences, beam_size=args.beam, alpha=args.alpha):
+    for line in translate(trained, sentences, beam_size=args.beam, alpha=args.alpha,
+                          stop=args.stop):
         print(line)
     return 0
 
@@ -127,6 +130,7 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
         [s for s, _ in pairs],
         beam_size=beam,
         alpha=alpha,
+        stop=args.stop,
         argument=f"{args.split} sentences",
     )
     decode_seconds = time.perf_counter() - decode_started
@@ -153,6 +157,7 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
             "max_len_a": dec.max_len_a,
             "max_len_b": dec.max_len_b,
             "method": "greedy" if beam == 1 else "beam search",
+            "stop": None if beam == 1 else args.stop,
         },
         "bleu": bleu.score,
         "signature": bleu.signature,
@@ -177,6 +182,8 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from transformer_book.decode import STOPPING_RULES
+
     parser = argparse.ArgumentParser(
         prog="transformer-book",
         description="The Transformer, step by step: tools for the course.",
@@ -255,6 +262,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="beam size (1 = greedy; default: the config's [decode])",
     )
     translate.add_argument("--alpha", type=float, default=None, help="length penalty α")
+    translate.add_argument(
+        "--stop",
+        choices=STOPPING_RULES,
+        default="exact",
+        help="beam search's stopping rule: exact (default; stop when no live hypothesis can "
+        "win) or k_finished (stop once beam-size hypotheses have finished, as fairseq)",
+    )
     translate.add_argument("--device", default=None, help="cpu, cuda, ... (default cpu)")
     translate.set_defaults(run=_cmd_translate)
 
@@ -277,6 +291,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="beam size (1 = greedy; default: the config's [decode])",
     )
     evaluate.add_argument("--alpha", type=float, default=None, help="length penalty α")
+    evaluate.add_argument(
+        "--stop",
+        choices=STOPPING_RULES,
+        default="exact",
+        help="beam search's stopping rule: exact (default; stop when no live hypothesis can "
+        "win) or k_finished (stop once beam-size hypotheses have finished, as fairseq)",
+    )
     evaluate.add_argument(
         "--average", type=int, default=None, help="average the last N checkpoints of the run folder"
     )

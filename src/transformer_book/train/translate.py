@@ -233,13 +233,15 @@ def translate(
     alpha: float | None = None,
     max_tokens: int = 4096,
     argument: str = "sentences",
+    stop: str = "exact",
 ) -> list[str]:
     """Translate source sentences with a loaded model; decoding settings default to the
-    run config's ``[decode]`` section (Section 6.1: beam 4, α = 0.6, length input + 50)."""
+    run config's ``[decode]`` section (Section 6.1: beam 4, α = 0.6, length input + 50).
+    ``stop`` is beam search's stopping rule (:func:`~transformer_book.decode.beam_search`)."""
     dec = trained.run_config.decode
     ids = encode_sources(trained.tokenizer, sentences, trained.model_config.max_len, argument)
     beam_size = dec.beam_size if beam_size is None else beam_size
     out = translate_ids(trained.model, ids, beam_size=beam_size,
                         alpha=dec.alpha if alpha is None else alpha, max_len_a=dec.max_len_a,
-                        max_len_b=dec.max_len_b, max_tokens=max_tokens)
+                        max_len_b=dec.max_len_b, max_tokens=max_tokens, stop=stop)
     return [trained.tokenizer.decode(row) for row in out]
