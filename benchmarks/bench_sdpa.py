@@ -10,6 +10,13 @@ without a mask and with a padding mask. Rows: ``ours`` and ``reference`` in ms p
 ``ratio = reference / ours`` (>= 1: ours at least as fast); the teaching path is expected to
 be slower, the goal is to stay within 2x (ratio >= 0.5).
 
+Decoding rows: a decoding step asks for a few queries per head (one per hypothesis, or the
+K beams of a sentence against its source), without gradients. There
+:class:`~transformer_book.attention.MultiHeadAttention` runs the explicit formula on the CPU
+(``attention._attend``, the teaching function's unchecked core, for at most ``FEW_QUERIES``
+queries) because it beats the fused kernel: forward only, under ``torch.no_grad()``, with a
+padding mask, goal ratio >= 1.
+
 Medians of interleaved repeats after warmup, on one intra-op thread (the course machine's
 2 cores are shared); ``--clock cpu`` times this process's CPU seconds.
 """
@@ -23,11 +30,16 @@ import torch
 import torch.nn.functional as F
 from _common import command_line, measure, one_thread  # benchmarks/_common.py
 
-from transformer_book.attention import scaled_dot_product_attention
+from transformer_book.attention import _attend, scaled_dot_product_attention
 
 FULL = [(32, 8, 128, 64), (32, 8, 256, 64)]  # B, h, L, d_k
 QUICK = [(8, 8, 64, 64)]
 GOAL = 0.5
+# Decoding steps: (B, h, L_q, L_k, d_k). Greedy: one query per sentence; beam 4: a
+# sentence's 4 hypotheses against its source, as the decoder's cross-attention groups them.
+DECODING = [(512, 4, 1, 20, 32), (128, 4, 4, 20, 32)]
+DECODING_QUICK = [(64, 4, 4, 12, 32)]
+DECODING_GOAL = 1.0
 
 
 def bench_one(batch: int, heads: int, length: int, d_k: int, masked: bool, repeats: int,
@@ -64,11 +76,40 @@ def bench_one(batch: int, heads: int, length: int, d_k: int, masked: bool, repea
     }
 
 
+def bench_decoding(batch: int, heads: int, queries: int, keys: int, d_k: int, repeats: int,
+                   clock: str = "wall") -> dict:
+    """The explicit formula against the fused kernel at a decoding step's size, forward only
+    without gradients, with a padding mask (the source's)."""
+    g = torch.Generator().manual_seed(0)
+    q = torch.randn(batch, heads, queries, d_k, generator=g)
+    k, v = (torch.randn(batch, heads, keys, d_k, generator=g) for _ in range(2))
+    lengths = torch.randint(keys // 2, keys + 1, (batch,), generator=g)
+    mask = (torch.arange(keys)[None, :] < lengths[:, None])[:, None, None, :]  # (B, 1, 1, L_k)
+    with torch.no_grad():
+        times = measure({
+            "ours": lambda: _attend(q, k, v, mask, 0.0),  # what MultiHeadAttention runs
+            "reference": lambda: F.scaled_dot_product_attention(q, k, v, attn_mask=mask),
+        }, repeats, warmup=2, clock=clock)
+    median = {name: statistics.median(ts) for name, ts in times.items()}
+    return {
+        "name": f"decoding step attention, B={batch} h={heads} L_q={queries} L_k={keys} "
+                f"d_k={d_k}",
+        "unit": "ms", "ours": 1e3 * median["ours"], "reference": 1e3 * median["reference"],
+        "ratio": median["reference"] / median["ours"], "goal": DECODING_GOAL,
+        "clock": clock, "threads": torch.get_num_threads(),
+    }
+
+
 def run(quick: bool = False, clock: str = "wall") -> list[dict]:
-    """Every size without and with a padding mask; ``quick`` is one small size."""
-    with one_thread(), torch.enable_grad():
-        return [bench_one(*size, masked=masked, repeats=3 if quick else 9, clock=clock)
-                for size in (QUICK if quick else FULL) for masked in (False, True)]
+    """Every size without and with a padding mask, then the decoding sizes; ``quick`` is one
+    small size of each."""
+    repeats = 3 if quick else 9
+    with one_thread():
+        with torch.enable_grad():
+            rows = [bench_one(*size, masked=masked, repeats=repeats, clock=clock)
+                    for size in (QUICK if quick else FULL) for masked in (False, True)]
+        return rows + [bench_decoding(*size, repeats=10 * repeats, clock=clock)
+                       for size in (DECODING_QUICK if quick else DECODING)]
 
 
 def _print(rows: list[dict]) -> None:

@@ -18,6 +18,7 @@ least as fast); ``goal`` is the ratio the course aims for:
 comparison                                 goal   why
 =========================================  =====  ==========================================
 attention core, teaching vs fused SDPA     0.5    the explicit path exists to be read
+decoding step attention, explicit vs fused 1.0    decoding uses the explicit path: it must win
 MultiHeadAttention fast path vs torch      0.9    the same fused kernel plus our checks
 MultiHeadAttention teaching vs torch       0.5    it also materialises the weights
 training step vs nn.Transformer            0.9    the same arithmetic, no hidden shortcuts

@@ -394,7 +394,8 @@ class MultiHeadAttention(nn.Module):
         Decoding asks for a few queries at a time (one per hypothesis and step, or the K
         beams of a sentence against its source). On the CPU the fused kernel has a large
         fixed cost per block of queries, and for at most :data:`FEW_QUERIES` queries without
-        gradients the explicit formula is 1.3-7x faster (``benchmarks/bench_sdpa.py``).
+        gradients the explicit formula is faster (the decoding rows of
+        ``benchmarks/bench_sdpa.py`` measure it).
         """
         if (q.shape[-2] <= FEW_QUERIES and q.device.type == "cpu" and dropout_p == 0.0
                 and not torch.is_grad_enabled()):
