@@ -11,7 +11,7 @@ JOBS ?= 2
 WORKER_ENV := OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 MPLBACKEND=Agg
 LAB_FLAGS := $(if $(filter 0,$(shell id -u)),--allow-root,)
 
-.PHONY: book test lint unit nbval bookcheck execute lab assignments bench sync clean
+.PHONY: book test lint unit nbval bookcheck execute lab assignments bench sync gpu-carry clean
 
 $(STAMP): requirements.txt pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -59,6 +59,13 @@ bench: $(STAMP)
 ## sync: rewrite every notebook's Colab badge and setup cell from _config.yml
 sync: $(STAMP)
 	$(PY) scripts/sync_notebooks.py
+
+## gpu-carry: .gpu_run/, what scripts/gpu_run.py needs on a copied tree (CONTRIBUTING.md)
+MULTI30K ?= $(or $(TRANSFORMER_BOOK_DATA),../shared/data/multi30k)
+gpu-carry:
+	mkdir -p .gpu_run/multi30k
+	cp $(MULTI30K)/*.gz $(MULTI30K)/SHA256SUMS .gpu_run/multi30k/
+	git rev-parse HEAD > .gpu_run/commit
 
 clean:
 	rm -rf _build assignments book/figures/generated

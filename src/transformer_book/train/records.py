@@ -28,6 +28,8 @@ from transformer_book.validation import require
 __all__ = ["git_commit", "hardware_info", "utc_timestamp", "write_record"]
 
 _REPO_ROOT = Path(__file__).resolve().parents[3]
+# The commit a copied working tree (no .git) was taken from, e.g. on the GPU machine.
+COMMIT_ENV = "TRANSFORMER_BOOK_COMMIT"
 
 
 def utc_timestamp(moment: datetime | None = None) -> str:
@@ -40,7 +42,8 @@ def git_commit(directory: str | Path | None = None) -> dict[str, Any]:
     """``{"commit": sha or "unknown", "dirty": bool or None}`` of the repository in ``directory``.
 
     Defaults to the checkout this package was installed from (editable installs) and falls
-    back to the current folder; "unknown" when git or the repository is unavailable.
+    back to the current folder. Without git or a repository (a copy of the working tree on
+    another machine), the commit is ``$TRANSFORMER_BOOK_COMMIT`` if set, else "unknown".
     """
     for folder in ([directory] if directory is not None else [_REPO_ROOT, Path.cwd()]):
         try:
@@ -52,7 +55,7 @@ def git_commit(directory: str | Path | None = None) -> dict[str, Any]:
         except (OSError, subprocess.SubprocessError):
             continue
         return {"commit": commit.stdout.strip(), "dirty": bool(status.stdout.strip())}
-    return {"commit": "unknown", "dirty": None}
+    return {"commit": os.environ.get(COMMIT_ENV, "unknown"), "dirty": None}
 
 
 def hardware_info(device: torch.device | str | None = None, world_size: int = 1) -> dict[str, Any]:

@@ -1,0 +1,102 @@
+"""scripts/gpu_run.py, the GPU run in one command, checked end to end on the CPU with tiny
+configs: train side by side, choose on validation, score once on test, bundle the records."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from tests.test_cli import TINY
+from transformer_book.train.records import COMMIT_ENV, git_commit
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+
+
+def _script():
+    spec = importlib.util.spec_from_file_location("gpu_run", REPO_ROOT / "scripts" / "gpu_run.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def gpu_run():
+    return _script()
+
+
+def _config(folder: Path, name: str, data_dir: Path, extra: str = "") -> str:
+    path = folder / f"{name}.toml"
+    path.write_text(TINY.format(data_dir=data_dir).replace("[train]\n", f"[train]\n{extra}"))
+    return str(path)
+
+
+def test_trains_chooses_on_val_and_scores_the_choice_on_test(gpu_run, multi30k_dir, tmp_path,
+                                                             capsys):
+    configs = [_config(tmp_path, "tiny-a", multi30k_dir, "seed = 1\n"),
+               _config(tmp_path, "tiny-b", multi30k_dir, "seed = 2\n")]
+    code = gpu_run.main(["--configs", *configs, "--device", "cpu", "--max-steps", "20",
+                         "--limit", "8", "--results", str(tmp_path / "results"),
+                         "--runs", str(tmp_path / "runs"), "--bundle", str(tmp_path / "out")])
+    assert code == 0
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    runs = summary["runs"]
+    assert set(runs) == {"tiny-a", "tiny-b"}
+    assert all(run["returncode"] == 0 and run["steps"] == 20 for run in runs.values())
+    chosen = summary["chosen_on_val"]
+    assert runs[chosen]["val_bleu"] == max(run["val_bleu"] for run in runs.values())
+    test = json.loads(Path(summary["test"]["path"]).read_text())
+    assert test["split"] == "test_2016_flickr"
+    assert (test["limit"], test["decoding"]["beam_size"], test["averaged"]) == (8, 4, 2)
+    assert Path(test["checkpoints"][-1]).parent.name == chosen
+    assert test["bleu"] == summary["test"]["bleu"]
+    assert summary["target_met"] is False  # a limited test set never counts
+    with tarfile.open(tmp_path / "out" / "gpu_run.tar.gz") as tar:
+        names = sorted(tar.getnames())
+    assert sum(n.startswith("results/train-") for n in names) == 2
+    assert sum(n.startswith("results/evaluate-") and "-val-" in n for n in names) == 2
+    assert sum("test_2016_flickr" in n for n in names) == 1
+    logs = sorted(n for n in names if n.startswith("logs/"))
+    assert logs == ["logs/tiny-a.log", "logs/tiny-b.log"]
+    assert f"test_2016_flickr, {chosen} (best on val)" in capsys.readouterr().out
+
+
+def test_a_failed_run_is_reported_and_the_others_go_on(gpu_run, multi30k_dir, tmp_path):
+    good = _config(tmp_path, "tiny-good", multi30k_dir)
+    bad = _config(tmp_path, "tiny-bad", multi30k_dir, "warmup = 4000\n")  # an unknown key
+    code = gpu_run.main(["--configs", bad, good, "--device", "cpu", "--max-steps", "10",
+                         "--limit", "4", "--results", str(tmp_path / "results"),
+                         "--runs", str(tmp_path / "runs"), "--bundle", str(tmp_path / "out")])
+    assert code == 0
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert summary["runs"]["tiny-bad"]["returncode"] == 2
+    assert "training exited with 2" in summary["runs"]["tiny-bad"]["error"]
+    assert summary["chosen_on_val"] == "tiny-good"
+    assert "unknown keys ['warmup']" in (tmp_path / "runs" / "tiny-bad.log").read_text()
+    code = gpu_run.main(["--configs", bad, "--device", "cpu", "--results",
+                         str(tmp_path / "results"), "--runs", str(tmp_path / "runs")])
+    assert code == 1, "nothing trained: no test score, a failing exit status"
+
+
+def test_configs_must_have_distinct_names(gpu_run, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        gpu_run.main(["--configs", "configs/tiny.toml", "other/tiny.toml", "--device", "cpu"])
+    assert exit_info.value.code == 2
+    assert "distinct names, received ['tiny', 'tiny']" in capsys.readouterr().err
+
+
+def test_the_default_configs_are_the_gpu_configs(gpu_run):
+    assert [Path(c).name for c in gpu_run.CONFIGS] == ["gpu-base.toml", "gpu-small.toml",
+                                                        "gpu-wide.toml"]
+
+
+def test_a_copied_tree_records_the_commit_it_was_given(tmp_path, monkeypatch):
+    """On the GPU machine the working tree arrives without .git: the commit comes from
+    $TRANSFORMER_BOOK_COMMIT, and is "unknown" without it."""
+    monkeypatch.setenv(COMMIT_ENV, "abc123")
+    assert git_commit(tmp_path) == {"commit": "abc123", "dirty": None}
+    monkeypatch.delenv(COMMIT_ENV)
+    assert git_commit(tmp_path) == {"commit": "unknown", "dirty": None}
