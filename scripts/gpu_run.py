@@ -2,7 +2,7 @@
 
 Usage, from the repository root, on a machine with a CUDA GPU::
 
-    python scripts/gpu_run.py [--minutes 6] [--configs configs/gpu-*.toml] [--device cuda]
+    python scripts/gpu_run.py [--minutes 5] [--configs configs/gpu-*.toml] [--device cuda]
                               [--results results] [--runs runs] [--bundle DIR]
 
 1. Trains every config side by side on the one GPU, one process each, each for at most
@@ -37,6 +37,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "configs").glob("gpu-*.toml"))
 TARGET_BLEU = 40.0
+SLACK_SECONDS = 240  # beyond the training budget: start-up, the last evaluation, an evaluate run
 
 
 def _cli(*args: str) -> list[str]:
@@ -62,54 +63,91 @@ def _record(output: str) -> dict:
     return {**json.loads(Path(path).read_text()), "path": path}
 
 
-def train_all(configs: list[str], args: argparse.Namespace, env: dict[str, str]
-              ) -> dict[str, dict]:
-    """Start one ``transformer-book train`` per config, wait for all; ``{name: run}``."""
-    runs: dict[str, dict] = {}
-    for config in configs:
+def _start(command: list[str], log: Path, env: dict[str, str]) -> subprocess.Popen:
+    """Run ``command`` in the background, its output into ``log``."""
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with log.open("w") as handle:  # the child keeps its own copy of the descriptor
+        return subprocess.Popen(command, stdout=handle, stderr=subprocess.STDOUT, env=env,
+                                cwd=ROOT)
+
+
+def _finish(process: subprocess.Popen, log: Path, timeout: float) -> dict:
+    """Wait for ``process`` (killed after ``timeout`` seconds); its record, or a
+    ``RuntimeError`` that says what went wrong and where the log is."""
+    try:
+        code = process.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+        raise RuntimeError(f"still running after {timeout:.0f} s, killed; see {log}") from None
+    if code != 0:
+        raise RuntimeError(f"exited with {code}; see {log}")
+    return _record(log.read_text())
+
+
+def train_all(args: argparse.Namespace, env: dict[str, str]) -> dict[str, dict]:
+    """One ``transformer-book train`` per config, side by side; ``{name: run}``."""
+    started = {}
+    for config in args.configs:
         name = Path(config).stem
-        out, log = Path(args.runs) / name, Path(args.runs) / f"{name}.log"
-        out.parent.mkdir(parents=True, exist_ok=True)
+        out, log = args.runs / name, args.runs / f"{name}.log"
         command = _cli("train", "--config", config, "--out", str(out), "--results",
                        str(args.results), "--max-minutes", str(args.minutes), "--device",
                        args.device, "--no-resume", "--quiet")
         if args.max_steps is not None:
             command += ["--max-steps", str(args.max_steps)]
-        handle = log.open("w")
-        print(f"train {name}: {' '.join(command[2:])}  (log: {log})", flush=True)
-        runs[name] = {"config": config, "out": str(out), "log": str(log), "handle": handle,
-                      "process": subprocess.Popen(command, stdout=handle,
-                                                  stderr=subprocess.STDOUT, env=env, cwd=ROOT)}
-    for name, run in runs.items():
-        run["returncode"] = run.pop("process").wait()
-        run.pop("handle").close()
-        tail = Path(run["log"]).read_text().strip().splitlines()[-3:]
-        print(f"train {name}: exit {run['returncode']}; " + " | ".join(tail), flush=True)
+        print(f"train {name}: {' '.join(command[2:])}", flush=True)
+        started[name] = ({"config": config, "out": str(out), "log": str(log)},
+                         _start(command, log, env))
+    runs = {}
+    for name, (run, process) in started.items():
+        try:
+            record = _finish(process, Path(run["log"]), args.minutes * 60 + SLACK_SECONDS)
+            run.update(train_record=record["path"], steps=record["steps"],
+                       train_minutes=record["wall_seconds"] / 60)
+            print(f"train {name}: {run['steps']} steps in {run['train_minutes']:.1f} min",
+                  flush=True)
+        except RuntimeError as error:
+            run["error"] = f"training {error}"
+            print(f"train {name}: {error}", flush=True)
+        runs[name] = run
     return runs
 
 
-def evaluate(run: dict, split: str, args: argparse.Namespace, env: dict[str, str]) -> dict:
-    """``transformer-book evaluate`` with Section 6.1's protocol; returns its JSON record."""
-    average = min(args.average, len(list(Path(run["out"]).glob("step_*"))))
-    command = _cli("evaluate", "--checkpoint", run["out"], "--split", split, "--beam", "4",
-                   "--alpha", "0.6", "--average", str(average), "--results", str(args.results),
-                   "--device", args.device)
-    if args.limit is not None:
-        command += ["--limit", str(args.limit)]
-    done = subprocess.run(command, capture_output=True, text=True, env=env, cwd=ROOT)
-    if done.returncode != 0:
-        raise RuntimeError(f"{' '.join(command[2:])} failed:\n{done.stdout}{done.stderr}")
-    return _record(done.stdout)
+def evaluate_all(runs: dict[str, dict], split: str, args: argparse.Namespace,
+                 env: dict[str, str]) -> dict[str, dict]:
+    """``transformer-book evaluate`` of each run, side by side, with Section 6.1's protocol
+    (beam 4, α = 0.6, the average of the last ``--average`` checkpoints); ``{name: record}``
+    of those that succeeded (a failure is noted in its run as ``error``)."""
+    started = {}
+    for name, run in runs.items():
+        average = min(args.average, len(list(Path(run["out"]).glob("step_*"))))
+        command = _cli("evaluate", "--checkpoint", run["out"], "--split", split, "--beam", "4",
+                       "--alpha", "0.6", "--average", str(average), "--results",
+                       str(args.results), "--device", args.device)
+        if args.limit is not None:
+            command += ["--limit", str(args.limit)]
+        log = args.runs / f"{name}-{split}.log"
+        started[name] = (log, _start(command, log, env))
+    records = {}
+    for name, (log, process) in started.items():
+        try:
+            records[name] = _finish(process, log, SLACK_SECONDS)
+        except RuntimeError as error:
+            runs[name]["error"] = f"evaluate on {split} {error}"
+            print(f"evaluate {name} on {split}: {error}", flush=True)
+    return records
 
 
 def _summary(runs: dict[str, dict], chosen: str | None, test: dict | None) -> dict:
-    keep = ("config", "out", "returncode", "train_record", "steps", "train_minutes",
+    keep = ("config", "out", "log", "train_record", "steps", "train_minutes",
             "val_bleu", "val_record", "error")
     summary = {
         "target_bleu": TARGET_BLEU,
         "runs": {name: {k: run[k] for k in keep if k in run} for name, run in runs.items()},
         "chosen_on_val": chosen,
         "test": None,
+        "target_met": False,
     }
     if test is not None:
         summary["test"] = {k: test[k] for k in ("bleu", "signature", "bleu_lowercase_intl",
@@ -119,20 +157,20 @@ def _summary(runs: dict[str, dict], chosen: str | None, test: dict | None) -> di
     return summary
 
 
-def _bundle(folder: Path, summary: dict, runs: dict[str, dict], records: list[str]) -> None:
+def _bundle(folder: Path, summary: dict, records: list[str], logs: list[Path]) -> None:
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
     with tarfile.open(folder / "gpu_run.tar.gz", "w:gz") as tar:
         for path in records:
             tar.add(path, arcname=f"results/{Path(path).name}")
-        for run in runs.values():
-            tar.add(run["log"], arcname=f"logs/{Path(run['log']).name}")
+        for log in logs:
+            tar.add(log, arcname=f"logs/{log.name}")
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--configs", nargs="+", default=CONFIGS, help="run configs to train")
-    parser.add_argument("--minutes", type=float, default=6.0, help="training budget per run")
+    parser.add_argument("--minutes", type=float, default=5.0, help="training budget per run")
     parser.add_argument("--max-steps", type=int, default=None, help="override max_steps")
     parser.add_argument("--device", default="cuda", help="cuda (default), cpu, ...")
     parser.add_argument("--average", type=int, default=5, help="checkpoints to average")
@@ -152,25 +190,17 @@ def main(argv: list[str] | None = None) -> int:
                          "the pipeline)")
     started = time.perf_counter()
     env = _environment(max(1, (os.cpu_count() or 1) // len(args.configs)))
-    runs = train_all(args.configs, args, env)
-    for name, run in runs.items():
-        try:
-            if run["returncode"] != 0:
-                raise RuntimeError(f"training exited with {run['returncode']}; see {run['log']}")
-            record = _record(Path(run["log"]).read_text())
-            run.update(train_record=record["path"], steps=record["steps"],
-                       train_minutes=record["wall_seconds"] / 60)
-            val = evaluate(run, "val", args, env)
-        except RuntimeError as error:
-            run["error"] = str(error)
-            print(f"{name}: {error}", flush=True)
-            continue
-        run.update(val_bleu=val["bleu"], val_record=val["path"])
-        print(f"val {name}: BLEU {val['bleu']:.2f} after {run['steps']} steps "
-              f"({run['train_minutes']:.1f} min), average of {val['averaged']}", flush=True)
+    runs = train_all(args, env)
+    trained = {name: run for name, run in runs.items() if "error" not in run}
+    for name, val in evaluate_all(trained, "val", args, env).items():
+        runs[name].update(val_bleu=val["bleu"], val_record=val["path"])
+        print(f"val {name}: BLEU {val['bleu']:.2f}, average of {val['averaged']} checkpoints",
+              flush=True)
     scored = {name: run for name, run in runs.items() if "val_bleu" in run}
     chosen = max(scored, key=lambda name: scored[name]["val_bleu"]) if scored else None
-    test = evaluate(scored[chosen], "test_2016_flickr", args, env) if chosen else None
+    test = None
+    if chosen is not None:
+        test = evaluate_all({chosen: scored[chosen]}, "test_2016_flickr", args, env).get(chosen)
     summary = _summary(runs, chosen, test)
     summary["wall_minutes"] = (time.perf_counter() - started) / 60
     if test is not None:
@@ -180,7 +210,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.bundle is not None:
         records = [run[key] for run in runs.values()
                    for key in ("train_record", "val_record") if key in run]
-        _bundle(args.bundle, summary, runs, records + ([test["path"]] if test else []))
+        logs = [args.runs / f"{name}{suffix}.log" for name in runs
+                for suffix in ("", "-val", "-test_2016_flickr")]
+        _bundle(args.bundle, summary, records + ([test["path"]] if test else []),
+                [log for log in logs if log.exists()])
         print(f"bundle: {args.bundle / 'summary.json'}, {args.bundle / 'gpu_run.tar.gz'}")
     return 0 if test is not None else 1
 

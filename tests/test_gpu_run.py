@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
+import sys
 import tarfile
 from pathlib import Path
 
@@ -45,7 +47,7 @@ def test_trains_chooses_on_val_and_scores_the_choice_on_test(gpu_run, multi30k_d
     summary = json.loads((tmp_path / "out" / "summary.json").read_text())
     runs = summary["runs"]
     assert set(runs) == {"tiny-a", "tiny-b"}
-    assert all(run["returncode"] == 0 and run["steps"] == 20 for run in runs.values())
+    assert all(run["steps"] == 20 and "error" not in run for run in runs.values())
     chosen = summary["chosen_on_val"]
     assert runs[chosen]["val_bleu"] == max(run["val_bleu"] for run in runs.values())
     test = json.loads(Path(summary["test"]["path"]).read_text())
@@ -58,9 +60,10 @@ def test_trains_chooses_on_val_and_scores_the_choice_on_test(gpu_run, multi30k_d
         names = sorted(tar.getnames())
     assert sum(n.startswith("results/train-") for n in names) == 2
     assert sum(n.startswith("results/evaluate-") and "-val-" in n for n in names) == 2
-    assert sum("test_2016_flickr" in n for n in names) == 1
+    assert sum(n.startswith("results/") and "test_2016_flickr" in n for n in names) == 1
     logs = sorted(n for n in names if n.startswith("logs/"))
-    assert logs == ["logs/tiny-a.log", "logs/tiny-b.log"]
+    assert logs == sorted(["logs/tiny-a.log", "logs/tiny-b.log", "logs/tiny-a-val.log",
+                           "logs/tiny-b-val.log", f"logs/{chosen}-test_2016_flickr.log"])
     assert f"test_2016_flickr, {chosen} (best on val)" in capsys.readouterr().out
 
 
@@ -72,13 +75,27 @@ def test_a_failed_run_is_reported_and_the_others_go_on(gpu_run, multi30k_dir, tm
                          "--runs", str(tmp_path / "runs"), "--bundle", str(tmp_path / "out")])
     assert code == 0
     summary = json.loads((tmp_path / "out" / "summary.json").read_text())
-    assert summary["runs"]["tiny-bad"]["returncode"] == 2
-    assert "training exited with 2" in summary["runs"]["tiny-bad"]["error"]
+    assert summary["runs"]["tiny-bad"]["error"].startswith("training exited with 2; see ")
+    assert "returncode" not in summary["runs"]["tiny-bad"]
     assert summary["chosen_on_val"] == "tiny-good"
     assert "unknown keys ['warmup']" in (tmp_path / "runs" / "tiny-bad.log").read_text()
     code = gpu_run.main(["--configs", bad, "--device", "cpu", "--results",
                          str(tmp_path / "results"), "--runs", str(tmp_path / "runs")])
     assert code == 1, "nothing trained: no test score, a failing exit status"
+
+
+def test_a_hung_or_failing_child_is_an_error_naming_its_log(gpu_run, tmp_path):
+    log = tmp_path / "child.log"
+    hung = gpu_run._start([sys.executable, "-c", "import time; time.sleep(60)"], log,
+                          dict(os.environ))
+    with pytest.raises(RuntimeError, match=rf"still running after 0 s, killed; see {log}"):
+        gpu_run._finish(hung, log, 0.2)
+    assert hung.returncode is not None, "the child is gone, not left behind"
+    failing = gpu_run._start([sys.executable, "-c", "print('boom'); raise SystemExit(3)"], log,
+                             dict(os.environ))
+    with pytest.raises(RuntimeError, match=rf"exited with 3; see {log}"):
+        gpu_run._finish(failing, log, 30)
+    assert log.read_text() == "boom\n"
 
 
 def test_configs_must_have_distinct_names(gpu_run, capsys):
