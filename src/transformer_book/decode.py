@@ -85,8 +85,9 @@ def _stepper(model: Transformer, src_ids: torch.Tensor, memory: torch.Tensor, us
     and ``memory (B, S, d_model)`` (rows ``i·G .. i·G + G - 1`` for sentence i). With the
     cache only the prefix's last token is fed; without, the whole prefix is. ``reorder``
     makes the cache follow ``rows`` (long ``(N',)``) of the previous step's hypotheses (beam
-    search); ``select`` keeps only ``sentences`` (long ``(B',)``) and their hypotheses
-    ``rows``, source and memory included, so that finished sentences stop costing work.
+    search); ``select`` keeps only ``sentences`` (long ``(B',)``), source and memory
+    included, so that finished sentences stop costing work, and makes the cache follow
+    ``rows`` of theirs in the same copy.
     """
     cache = model.new_cache() if use_cache else None
     state = {"src": src_ids, "memory": memory}
@@ -249,10 +250,8 @@ def beam_search(
             # The K best candidates not ending in <eos> live on: (B, 2K) -> (B, K).
             order = (ends.long() * 2 * k + torch.arange(2 * k, device=device)).argsort(dim=1)
             keep = order[:, :k]
-            scores, token = cand.gather(1, keep), token.gather(1, keep)
-            rows = rows.gather(1, keep).view(-1)  # (B·K,)
-            prefix = torch.cat([prefix[rows], token.view(-1, 1)], dim=1)  # (B·K, t+2)
-            reorder(rows)
+            scores, token = cand.gather(1, keep), token.gather(1, keep)  # (B, K) each
+            rows = rows.gather(1, keep)  # (B, K): the prefix row each survivor extends
             # Done when no live hypothesis can beat the best finished one any more.
             bound = scores.max(1).values / final_lp  # (B,)
             done |= (best >= bound) | forced
@@ -262,13 +261,15 @@ def beam_search(
                 break
             if bool(done.any()):  # finished sentences leave the batch: (B, ...) -> (B', ...)
                 keep = (~done).nonzero().squeeze(1)  # (B',)
-                rows = (keep[:, None] * k + torch.arange(k, device=device)).view(-1)  # (B'·K,)
-                prefix = prefix[rows]
-                select(keep, rows)
+                rows, token = rows[keep], token[keep]  # (B', K)
+                select(keep, rows.view(-1))  # one copy of the cache: drop and reorder at once
                 scores, best, count, done = scores[keep], best[keep], count[keep], done[keep]
                 limits, final_lp = limits[keep], final_lp[keep]
                 sentence = [sentence[i] for i in keep.tolist()]
                 b = len(sentence)
+            else:
+                reorder(rows.view(-1))
+            prefix = torch.cat([prefix[rows.view(-1)], token.view(-1, 1)], dim=1)  # (B·K, t+2)
     return [max(hyps)[1] for hyps in finished]
 
 
