@@ -90,6 +90,38 @@ def test_beam_with_cache_equals_without(trained: Transformer, sources: torch.Ten
         beam_search(trained, sources, use_cache=False, **args)
 
 
+def test_ranking_by_blocks_equals_topk() -> None:
+    """_top ranks long rows by blocks; its values are exactly topk's, best first, and its
+    indices point at them (ties and -inf entries included)."""
+    from transformer_book.decode import TOP_BLOCKS, _top
+
+    generator = torch.Generator().manual_seed(0)
+    for b, c, n in [(5, 4 * 4000, 8), (3, 4000, 8), (4, 1024, 8), (2, 2048, 2)]:
+        x = torch.log_softmax(torch.randn(b, c, generator=generator) * 3, dim=1)
+        x[:, ::7] = -torch.inf  # masked tokens
+        x[0, 100:110] = x[0].max()  # ties at the top
+        x[1] = -torch.inf  # a row with nothing finite
+        x[1, [3, 900]] = -1.0
+        assert any(c % size == 0 and c >= 4 * n * size for size in TOP_BLOCKS)
+        values, indices = _top(x, n)
+        assert torch.equal(values, x.topk(n, dim=1).values)
+        assert torch.equal(x.gather(1, indices), values)
+        assert all(len(set(row)) == n for row in indices.tolist()), "no candidate twice"
+
+
+def test_beam_search_is_the_same_with_and_without_ranking_by_blocks(monkeypatch) -> None:
+    """A vocabulary large enough for _top's blocks, a random model, both ways."""
+    import transformer_book.decode as decode
+
+    model = tiny(vocab=256, seed=3)
+    src = torch.randint(4, 256, (5, 9), generator=torch.Generator().manual_seed(1))
+    src[2, 5:] = 0
+    args = dict(beam_size=4, max_len_a=0.0, max_len_b=8)
+    by_blocks = beam_search(model, src, **args)
+    monkeypatch.setattr(decode, "TOP_BLOCKS", ())
+    assert beam_search(model, src, **args) == by_blocks
+
+
 # ----------------------------------------------------------------------------- search quality
 
 

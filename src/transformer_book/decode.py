@@ -38,6 +38,8 @@ __all__ = ["STOPPING_RULES", "beam_search", "greedy_decode", "length_penalty", "
 
 # How beam search decides that a sentence is done (see beam_search's docstring).
 STOPPING_RULES = ("exact", "k_finished")
+# Block sizes _top may rank candidates by (the largest that divides the row is used).
+TOP_BLOCKS = (64, 32, 16, 8)
 
 
 def length_penalty(length: int | torch.Tensor, alpha: float) -> float | torch.Tensor:
@@ -274,10 +276,26 @@ def beam_search(
 
 
 def _top(candidates: torch.Tensor, n: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """The ``n`` largest of each row, ``(B, C) -> values, indices (B, n)``; a row with
-    fewer than ``n`` candidates (a tiny vocabulary at the first step) is padded with
-    ``-inf`` at index 0, a dead candidate like those of a row's own ``-inf`` entries."""
-    values, indices = candidates.topk(min(n, candidates.shape[1]), dim=1)
+    """The ``n`` largest of each row, best first, ``(B, C) -> values, indices (B, n)``; a
+    row with fewer than ``n`` candidates (a tiny vocabulary at the first step) is padded
+    with ``-inf`` at index 0, a dead candidate like those of a row's own ``-inf`` entries.
+
+    A row of C = K·V candidates is long and n = 2K is small, so the search goes by blocks:
+    the n largest values lie in the n blocks with the largest maxima (a block holding one
+    of them has a maximum at least as large), and only those n blocks are ranked in full.
+    The values are those of ``topk`` over the whole row; among equal values the indices
+    may differ.
+    """
+    b, c = candidates.shape
+    block = next((size for size in TOP_BLOCKS if c % size == 0 and c >= 4 * n * size), 0)
+    if block:
+        maxima = candidates.view(b, c // block, block).amax(-1)  # (B, C / block)
+        _, blocks = maxima.topk(n, dim=1)  # (B, n)
+        # (B, n, 1) · block + (block,) -> (B, n·block): the candidates of those blocks
+        idx = (blocks[:, :, None] * block + torch.arange(block, device=blocks.device)).view(b, -1)
+        values, at = candidates.gather(1, idx).topk(n, dim=1)  # (B, n)
+        return values, idx.gather(1, at)
+    values, indices = candidates.topk(min(n, c), dim=1)
     missing = n - values.shape[1]
     if missing:
         values = F.pad(values, (0, missing), value=-math.inf)
