@@ -35,7 +35,8 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-CONFIGS = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "configs").glob("gpu-*.toml"))
+# As paths from the current folder, which the children share: relative from the repository root.
+CONFIGS = [os.path.relpath(p) for p in sorted((ROOT / "configs").glob("gpu-*.toml"))]
 TARGET_BLEU = 40.0
 SLACK_SECONDS = 240  # beyond the training budget: start-up, the last evaluation, an evaluate run
 
@@ -67,8 +68,7 @@ def _start(command: list[str], log: Path, env: dict[str, str]) -> subprocess.Pop
     """Run ``command`` in the background, its output into ``log``."""
     log.parent.mkdir(parents=True, exist_ok=True)
     with log.open("w") as handle:  # the child keeps its own copy of the descriptor
-        return subprocess.Popen(command, stdout=handle, stderr=subprocess.STDOUT, env=env,
-                                cwd=ROOT)
+        return subprocess.Popen(command, stdout=handle, stderr=subprocess.STDOUT, env=env)
 
 
 def _finish(process: subprocess.Popen, log: Path, timeout: float) -> dict:
