@@ -77,11 +77,13 @@ def _check(model: Transformer, src_ids: torch.Tensor, max_len: int | None, min_l
     return torch.full((src_ids.shape[0],), max_len, device=src_ids.device)
 
 
-def _stepper(model: Transformer, src_ids: torch.Tensor, memory: torch.Tensor, use_cache: bool
+def _stepper(model: Transformer, src_ids: torch.Tensor, memory: torch.Tensor, use_cache: bool,
+             normalize: bool = True,
              ) -> tuple[Callable[[torch.Tensor], torch.Tensor], Callable[[torch.Tensor], None],
                         Callable[[torch.Tensor, torch.Tensor], None]]:
     """``step(prefix (N, t)) -> log-probs (N, V)`` of the next token, ``reorder(rows)`` and
-    ``select(sentences, rows)``.
+    ``select(sentences, rows)``. With ``normalize=False`` ``step`` returns the logits
+    instead, which rank the tokens the same (greedy decoding needs only the best one).
 
     ``prefix`` holds G = N / B hypotheses for each of the B sentences of ``src_ids (B, S)``
     and ``memory (B, S, d_model)`` (rows ``i·G .. i·G + G - 1`` for sentence i). With the
@@ -99,7 +101,8 @@ def _stepper(model: Transformer, src_ids: torch.Tensor, memory: torch.Tensor, us
         new = prefix[:, -1:] if use_cache else prefix  # (N, 1) or (N, t)
         logits = model.decode(new, state["memory"], state["src"], cache=cache)
         logp = logits[:, -1].float().contiguous()  # (N, T, V) -> (N, V)
-        torch.log_softmax(logp, dim=-1, out=logp)  # in place: no second (N, V) tensor
+        if normalize:
+            torch.log_softmax(logp, dim=-1, out=logp)  # in place: no second (N, V) tensor
         return logp.index_fill_(1, never, -math.inf)  # <pad> and <bos> are never generated
 
     def reorder(rows: torch.Tensor) -> None:
@@ -137,14 +140,14 @@ def greedy_decode(
                         device=device)  # (B, max + 1): column t + 1 holds step t's token
     with _inference(model):
         memory = model.encode(src_ids)  # (B, S, d_model)
-        step, _, select = _stepper(model, src_ids, memory, use_cache)
+        step, _, select = _stepper(model, src_ids, memory, use_cache, normalize=False)
         prefix = torch.full((b, 1), config.bos_id, dtype=torch.long, device=device)
         live = torch.arange(b, device=device)  # the sentences still being decoded
         for t in range(int(limits.max())):
-            logp = step(prefix)  # (N, V) for the N live sentences
+            logits = step(prefix)  # (N, V) for the N live sentences
             if t < min_len:
-                logp[:, config.eos_id] = -math.inf
-            token = logp.argmax(-1)  # (N,)
+                logits[:, config.eos_id] = -math.inf
+            token = logits.max(-1).indices  # (N,): the first maximum, as argmax (but faster)
             tokens[live, t + 1] = token
             prefix = torch.cat([prefix, token[:, None]], dim=1)  # (N, t+1) -> (N, t+2)
             going = (token != config.eos_id) & (t + 1 < limits[live])  # (N,)
