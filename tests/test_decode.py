@@ -276,6 +276,28 @@ def test_cache_reorder_and_select_follow_the_hypotheses() -> None:
         torch.testing.assert_close(out, m.decode(tgt[3:, 3:4], memory[1:], src[1:], cache=by_hand))
 
 
+def test_reorder_leaves_room_that_the_next_extend_fills_in_place() -> None:
+    from transformer_book.layers import DecoderCache
+
+    torch.manual_seed(0)
+    k, v = torch.randn(3, 2, 4, 5), torch.randn(3, 2, 4, 5)  # (N, h, t, d_k)
+    cache = DecoderCache()
+    cache.extend(0, k, v)
+    index = torch.tensor([2, 0, 0, 1])
+    cache.reorder(index)
+    assert cache.length == 4 and cache.batch_size == 4
+    torch.testing.assert_close(cache.self_kv[0][0], k[index], rtol=0, atol=0)
+    buffer = cache._self[0][0]
+    new_k, new_v = torch.randn(4, 2, 1, 5), torch.randn(4, 2, 1, 5)
+    out_k, out_v = cache.extend(0, new_k, new_v)
+    assert out_k.data_ptr() == buffer.data_ptr() and out_k.is_contiguous(), "written in place"
+    torch.testing.assert_close(out_k, torch.cat([k[index], new_k], 2), rtol=0, atol=0)
+    torch.testing.assert_close(out_v, torch.cat([v[index], new_v], 2), rtol=0, atol=0)
+    out_k, _ = cache.extend(0, new_k, new_v)  # no room left: appended
+    assert cache.length == 6 and out_k.shape == (4, 2, 6, 5)
+    torch.testing.assert_close(out_k[:, :, 5:], new_k, rtol=0, atol=0)
+
+
 @pytest.mark.parametrize("use_cache", [True, False])
 def test_finished_sentences_leave_the_batch(trained: Transformer, sources: torch.Tensor,
                                             use_cache: bool) -> None:

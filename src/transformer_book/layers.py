@@ -24,8 +24,6 @@ Masks are boolean, True = may attend (see :mod:`transformer_book.attention`).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -106,7 +104,6 @@ class EncoderLayer(_Residual):
         return x, weights
 
 
-@dataclass
 class DecoderCache:
     """Keys and values the decoder keeps between steps of incremental decoding.
 
@@ -117,39 +114,66 @@ class DecoderCache:
     decoding has one hypothesis per sentence (N = B); beam search has K (N = B·K), and the
     K hypotheses of a sentence share its one copy of the cross-attention keys and values.
     ``length`` is t, the number of target positions seen so far (the position offset).
+
+    Beam search reorders the cache at every step, and appending copies it too
+    (``torch.cat``). :meth:`reorder` therefore copies into tensors with room for one more
+    position, which the next :meth:`extend` fills in place: one copy per step, not two.
     """
 
-    self_kv: list[KV] = field(default_factory=list)
-    cross_kv: list[KV] = field(default_factory=list)
+    def __init__(self) -> None:
+        self._self: list[list] = []  # per layer: [k, v, t], k and v (N, h, t + room, d_k)
+        self.cross_kv: list[KV] = []
+
+    @property
+    def self_kv(self) -> list[KV]:
+        """Each layer's ``(k, v)``, ``(N, h, t, d_k)``."""
+        return [(k[:, :, :t], v[:, :, :t]) for k, v, t in self._self]
+
+    @self_kv.setter
+    def self_kv(self, pairs: list[KV]) -> None:
+        self._self = [[k, v, k.shape[2]] for k, v in pairs]
 
     @property
     def length(self) -> int:
-        return self.self_kv[0][0].shape[2] if self.self_kv else 0
+        return self._self[0][2] if self._self else 0
 
     @property
     def batch_size(self) -> int | None:
         """N, the number of hypotheses cached (``None`` before the first call)."""
-        return self.self_kv[0][0].shape[0] if self.self_kv else None
+        return self._self[0][0].shape[0] if self._self else None
 
     def extend(self, layer: int, k: torch.Tensor, v: torch.Tensor) -> KV:
         """Append the new tokens' ``k, v (N, h, T_new, d_k)`` to layer ``layer``'s
         self-attention cache and return the whole ``(N, h, t + T_new, d_k)`` pair."""
-        if layer == len(self.self_kv):  # first call: nothing cached yet
-            self.self_kv.append((k, v))
+        if layer == len(self._self):  # first call: nothing cached yet
+            self._self.append([k, v, k.shape[2]])
+            return k, v
+        entry = self._self[layer]
+        past_k, past_v, t = entry
+        end = t + k.shape[2]
+        if end <= past_k.shape[2]:  # room left by reorder: write in place
+            past_k[:, :, t:end], past_v[:, :, t:end] = k, v
         else:
-            past_k, past_v = self.self_kv[layer]
-            self.self_kv[layer] = torch.cat([past_k, k], dim=2), torch.cat([past_v, v], dim=2)
-        return self.self_kv[layer]
+            entry[0] = torch.cat([past_k[:, :, :t], k], dim=2)
+            entry[1] = torch.cat([past_v[:, :, :t], v], dim=2)
+        entry[2] = end
+        return entry[0][:, :, :end], entry[1][:, :, :end]
 
     def reorder(self, index: torch.Tensor) -> None:
         """Keep hypotheses ``index`` (long ``(N',)``) of the self-attention cache (beam
-        search: each new hypothesis continues the one it extends).
+        search: each new hypothesis continues the one it extends), with room for the next
+        position.
 
         Cross-attention k/v are left alone: they depend only on the source sentence, and
         beam search reorders hypotheses within a sentence, never across sentences.
         """
-        self.self_kv = [(k.index_select(0, index), v.index_select(0, index))
-                        for k, v in self.self_kv]
+        for entry in self._self:
+            t = entry[2]
+            for i in (0, 1):  # (N, h, t, d_k) -> (N', h, t + 1, d_k), the last position empty
+                past = entry[i][:, :, :t]
+                heads, d_k = past.shape[1], past.shape[3]
+                entry[i] = past.new_empty((index.shape[0], heads, t + 1, d_k))
+                torch.index_select(past, 0, index, out=entry[i][:, :, :t])
 
     def select(self, sentences: torch.Tensor, hypotheses: torch.Tensor | None = None) -> None:
         """Keep source sentences ``sentences`` (long ``(B',)``) of the cross-attention
