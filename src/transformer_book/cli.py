@@ -181,8 +181,19 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
     return 0
 
 
-def build_parser() -> argparse.ArgumentParser:
+def _add_stop_argument(parser: argparse.ArgumentParser) -> None:
     from transformer_book.decode import STOPPING_RULES
+
+    parser.add_argument(
+        "--stop",
+        choices=STOPPING_RULES,
+        default="exact",
+        help="beam search's stopping rule: exact (default; stop when no live hypothesis can "
+        "win) or k_finished (stop once beam-size hypotheses have finished, as fairseq)",
+    )
+
+
+def build_parser() -> argparse.ArgumentParser:
 
     parser = argparse.ArgumentParser(
         prog="transformer-book",
@@ -262,13 +273,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="beam size (1 = greedy; default: the config's [decode])",
     )
     translate.add_argument("--alpha", type=float, default=None, help="length penalty α")
-    translate.add_argument(
-        "--stop",
-        choices=STOPPING_RULES,
-        default="exact",
-        help="beam search's stopping rule: exact (default; stop when no live hypothesis can "
-        "win) or k_finished (stop once beam-size hypotheses have finished, as fairseq)",
-    )
+    _add_stop_argument(translate)
     translate.add_argument("--device", default=None, help="cpu, cuda, ... (default cpu)")
     translate.set_defaults(run=_cmd_translate)
 
@@ -291,13 +296,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="beam size (1 = greedy; default: the config's [decode])",
     )
     evaluate.add_argument("--alpha", type=float, default=None, help="length penalty α")
-    evaluate.add_argument(
-        "--stop",
-        choices=STOPPING_RULES,
-        default="exact",
-        help="beam search's stopping rule: exact (default; stop when no live hypothesis can "
-        "win) or k_finished (stop once beam-size hypotheses have finished, as fairseq)",
-    )
+    _add_stop_argument(evaluate)
     evaluate.add_argument(
         "--average", type=int, default=None, help="average the last N checkpoints of the run folder"
     )
