@@ -13,12 +13,15 @@ Rows (``ours`` and ``reference`` are seconds per call, ``ratio = reference / our
 - ``beam4 vs greedy``: beam search (beam 4, α = 0.6, 50 tokens) vs greedy on the same
   batch, both with the cache; here the ratio is greedy / beam, goal >= 1/3 (beam within 3×).
 - ``beam4 vs greedy, test_2016_flickr``: the same comparison as a user runs it, with
-  ``translate_ids`` over the 1,000 test sentences and chapter 10's trained model, where each
-  sentence stops when it is done (beam search: when no live hypothesis can beat its best
-  finished one). Measured twice: on one thread, like every other row, and on torch's
-  default threads, as ``transformer-book evaluate`` runs (2 on the course machine). Full
-  size only, and only when chapter 10's model is in the course cache
-  (:mod:`transformer_book.course_cache`); otherwise the rows are left out, with a note.
+  ``translate_ids`` over the 1,000 test sentences and a trained model, where each sentence
+  stops when it is done (beam search: when no live hypothesis can beat its best finished
+  one). Measured twice: on one thread, like every other row, and on torch's default
+  threads, as ``transformer-book evaluate`` runs (2 on the course machine). Full size
+  only, for each trained model found: chapter 10's (d_model 128, 2 + 2 layers, vocabulary
+  4,000), when it is in the course cache (:mod:`transformer_book.course_cache`), and the
+  CPU-target run of ``configs/small.toml`` (d_model 256, 3 + 3 layers, vocabulary 8,000),
+  when ``transformer-book train --config configs/small.toml`` has left it in ``runs/small``.
+  A model that is missing is left out, with a note.
 
 Medians of interleaved repeats after one warmup, on one intra-op thread (the course machine's
 2 cores are shared), except the second test_2016_flickr row.
@@ -28,6 +31,7 @@ from __future__ import annotations
 
 import sys
 from contextlib import nullcontext
+from pathlib import Path
 
 import torch
 from _common import command_line, measure, medians, one_thread  # benchmarks/_common.py
@@ -38,9 +42,10 @@ from transformer_book.data import load_multi30k
 from transformer_book.data.multi30k import DatasetUnavailableError
 from transformer_book.decode import beam_search, greedy_decode
 from transformer_book.model import Transformer
-from transformer_book.train import encode_sources, load_trained, translate_ids
+from transformer_book.train import encode_sources, list_checkpoints, load_trained, translate_ids
 
 VOCAB = 8000
+SMALL_RUN = Path(__file__).resolve().parent.parent / "runs" / "small"  # the CPU-target run
 FULL = dict(batch=64, beam_batch=16, src_len=20, steps=50, repeats=3)
 QUICK = dict(batch=16, beam_batch=4, src_len=12, steps=20, repeats=1)
 
@@ -81,32 +86,54 @@ def run(quick: bool = False, clock: str = "wall") -> list[dict]:
     return rows
 
 
-def _test_set_rows(repeats: int, clock: str) -> list[dict]:
-    """Beam 4 against greedy over test_2016_flickr with chapter 10's cached model."""
+def _trained_models() -> list[tuple[str, Path]]:
+    """``(label, checkpoint or run folder)`` of each trained model there is to measure."""
+    models = []
     run = load_completed(chapter10_dir("cpu"))
     if run is None:
-        print("bench_decode: the test_2016_flickr row needs chapter 10's model in the course "
-              f"cache ({chapter10_dir('cpu')}); run chapter 10 first", file=sys.stderr)
+        print("bench_decode: the chapter 10 model rows need its model in the course cache "
+              f"({chapter10_dir('cpu')}); run chapter 10 first", file=sys.stderr)
+    else:
+        models.append(("ch10 model", Path(run.final_checkpoint)))
+    if list_checkpoints(SMALL_RUN):
+        models.append(("small.toml", SMALL_RUN))
+    else:
+        print(f"bench_decode: the small.toml rows need its run in {SMALL_RUN} (transformer-book "
+              "train --config configs/small.toml, about 90 minutes)", file=sys.stderr)
+    return models
+
+
+def _test_set_rows(repeats: int, clock: str) -> list[dict]:
+    """Beam 4 against greedy over test_2016_flickr with each trained model found."""
+    models = _trained_models()
+    if not models:
         return []
     try:
         test_pairs = load_multi30k("test_2016_flickr")
     except DatasetUnavailableError as error:
-        print(f"bench_decode: the test_2016_flickr row is left out: {error}", file=sys.stderr)
+        print(f"bench_decode: the test_2016_flickr rows are left out: {error}", file=sys.stderr)
         return []
-    trained = load_trained(run.final_checkpoint)
+    german = [de for de, _ in test_pairs]
+    return [row for label, checkpoint in models
+            for row in _beam_vs_greedy(label, checkpoint, german, repeats, clock)]
+
+
+def _beam_vs_greedy(label: str, checkpoint: Path, german: list[str], repeats: int,
+                    clock: str) -> list[dict]:
+    """One model's rows: beam 4 against greedy over the ``german`` test sentences, on one
+    thread and on torch's default threads (when that is more than one)."""
+    trained = load_trained(checkpoint)
     model = trained.model
-    sources = encode_sources(trained.tokenizer, [de for de, _ in test_pairs],
-                             trained.model_config.max_len)
+    sources = encode_sources(trained.tokenizer, german, trained.model_config.max_len)
     calls = {"beam": lambda: translate_ids(model, sources, beam_size=4, alpha=0.6),
              "greedy": lambda: translate_ids(model, sources, beam_size=1)}
-    default = torch.get_num_threads()  # on a one-core machine, the row above is the default
-    settings = [(1, one_thread)] + ([(default, nullcontext)] if default > 1 else [])
+    default = torch.get_num_threads()  # on a one-core machine, one thread is the default
     rows = []
-    for threads, context in settings:
+    for threads, context in [(1, one_thread)] + ([(default, nullcontext)] if default > 1 else []):
         with context():
             t = medians(measure(calls, repeats, clock=clock))
         rows.append({
-            "name": f"beam 4 vs greedy, test_2016_flickr, {threads} thread"
+            "name": f"beam 4 vs greedy, test_2016_flickr, {label}, {threads} thread"
                     + ("s" if threads > 1 else ""),
             "unit": "s", "ours": t["beam"], "reference": t["greedy"],
             "ratio": t["greedy"] / t["beam"], "goal": 1 / 3,
@@ -115,9 +142,10 @@ def _test_set_rows(repeats: int, clock: str) -> list[dict]:
 
 
 def _print(rows: list[dict]) -> None:
-    print(f"{'benchmark':<46} | {'ours s':>8} {'ref s':>8} | {'ratio':>6} {'goal':>6}")
+    width = max([len(r['name']) for r in rows] + [10])
+    print(f"{'benchmark':<{width}} | {'ours s':>8} {'ref s':>8} | {'ratio':>6} {'goal':>6}")
     for r in rows:
-        print(f"{r['name']:<46} | {r['ours']:8.3f} {r['reference']:8.3f} | "
+        print(f"{r['name']:<{width}} | {r['ours']:8.3f} {r['reference']:8.3f} | "
               f"{r['ratio']:6.2f} {r['goal']:6.2f}")
 
 
