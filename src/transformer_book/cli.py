@@ -194,7 +194,6 @@ def _add_stop_argument(parser: argparse.ArgumentParser) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-
     parser = argparse.ArgumentParser(
         prog="transformer-book",
         description="The Transformer, step by step: tools for the course.",
