@@ -24,7 +24,7 @@ from transformer_book.train.objective import (
     noam_lr,
     smoothed_target_distribution,
 )
-from transformer_book.train.records import git_commit, hardware_info, write_record
+from transformer_book.train.records import git_commit, hardware_info, read_records, write_record
 from transformer_book.train.rng import capture_rng_state, restore_rng_state
 from transformer_book.train.translate import (
     TrainedModel,
@@ -55,6 +55,7 @@ __all__ = [
     "noam_lr",
     "prepare_data",
     "prune_checkpoints",
+    "read_records",
     "resolve_checkpoint",
     "restore_rng_state",
     "save_checkpoint",

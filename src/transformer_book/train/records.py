@@ -12,6 +12,7 @@ import json
 import math
 import os
 import platform
+import re
 import shlex
 import subprocess
 import sys
@@ -25,17 +26,20 @@ import torch
 
 from transformer_book.validation import require
 
-__all__ = ["git_commit", "hardware_info", "utc_timestamp", "write_record"]
+__all__ = ["git_commit", "hardware_info", "read_records", "utc_timestamp", "write_record"]
 
 _REPO_ROOT = Path(__file__).resolve().parents[3]
 # The commit a copied working tree (no .git) was taken from, e.g. on the GPU machine.
 COMMIT_ENV = "TRANSFORMER_BOOK_COMMIT"
 
 
+TIMESTAMP = "%Y%m%dT%H%M%SZ"
+
+
 def utc_timestamp(moment: datetime | None = None) -> str:
     """``20250101T120000Z``: a UTC time that sorts and fits in a file name."""
     moment = moment or datetime.now(timezone.utc)
-    return moment.astimezone(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    return moment.astimezone(timezone.utc).strftime(TIMESTAMP)
 
 
 def git_commit(directory: str | Path | None = None) -> dict[str, Any]:
@@ -125,3 +129,20 @@ def write_record(results_dir: str | Path, kind: str, name: str, record: dict[str
         Path(temp).unlink(missing_ok=True)
         raise
     return target
+
+
+def read_records(results_dir: str | Path, kind: str) -> list[dict[str, Any]]:
+    """The ``kind`` records (``"train"``, ``"evaluate"``, ...) that :func:`write_record` left
+    in ``results_dir``, oldest first, each with ``"written"``: the UTC ``datetime`` of its
+    file name (two runs of one config differ by it). No folder: no records."""
+    folder = Path(results_dir)
+    found = []
+    for path in folder.glob(f"{kind}-*.json") if folder.is_dir() else []:
+        # <kind>-<name>-<UTC time>[-<n>].json: write_record appends -1, -2, ... within a second
+        name = re.search(r"(\d{8}T\d{6}Z)(?:-(\d+))?$", path.stem)
+        require(name is not None, "results_dir",
+                f"record files named {kind}-<name>-<UTC time>.json", path.name)
+        written = datetime.strptime(name.group(1), TIMESTAMP).replace(tzinfo=timezone.utc)
+        found.append((written, int(name.group(2) or 0), path))
+    return [{**json.loads(path.read_text(encoding="utf-8")), "written": written}
+            for written, _, path in sorted(found)]
