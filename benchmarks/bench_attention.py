@@ -20,7 +20,7 @@ import torch
 from _common import command_line, measure  # benchmarks/_common.py
 from torch import nn
 
-from transformer_book.attention import MultiHeadAttention
+from transformer_book.nn.attention import MultiHeadAttention
 
 MAIN = (32, 128, 512, 8)  # B, L, d_model, h
 SWEEP = [(32, length, d, 8) for d in (256, 512) for length in (32, 64, 128, 256)]

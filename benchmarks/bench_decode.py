@@ -18,7 +18,7 @@ Rows (``ours`` and ``reference`` are seconds per call, ``ratio = reference / our
   one). Measured twice: on one thread, like every other row, and on torch's default
   threads, as ``transformer-book evaluate`` runs (2 on the course machine). Full size
   only, for each trained model found: chapter 10's (d_model 128, 2 + 2 layers, vocabulary
-  4,000), when it is in the course cache (:mod:`transformer_book.course_cache`), and the
+  4,000), when it is in the course cache (:mod:`transformer_book.course.cache`), and the
   CPU-target run of ``configs/small.toml`` (d_model 256, 3 + 3 layers, vocabulary 8,000),
   when ``transformer-book train --config configs/small.toml`` has left it in ``runs/small``.
   A model that is missing is left out, with a note.
@@ -36,13 +36,14 @@ from pathlib import Path
 import torch
 from _common import command_line, measure, medians, one_thread  # benchmarks/_common.py
 
-from transformer_book.config import TransformerConfig
-from transformer_book.course_cache import chapter10_dir, load_completed
+from transformer_book.course.cache import chapter10_dir, load_completed
 from transformer_book.data import load_multi30k
 from transformer_book.data.multi30k import DatasetUnavailableError
-from transformer_book.decode import beam_search, greedy_decode
-from transformer_book.model import Transformer
-from transformer_book.train import encode_sources, list_checkpoints, load_trained, translate_ids
+from transformer_book.inference import encode_sources, load_trained, translate_ids
+from transformer_book.inference.decode import beam_search, greedy_decode
+from transformer_book.nn.config import TransformerConfig
+from transformer_book.nn.transformer import Transformer
+from transformer_book.run import list_checkpoints
 
 VOCAB = 8000
 SMALL_RUN = Path(__file__).resolve().parent.parent / "runs" / "small"  # the CPU-target run

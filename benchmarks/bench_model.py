@@ -28,9 +28,9 @@ import torch.nn.functional as F
 from _common import command_line, measure, one_thread  # benchmarks/_common.py
 from torch import nn
 
-from transformer_book.config import TransformerConfig
-from transformer_book.model import Transformer
-from transformer_book.positional import sinusoidal_encoding
+from transformer_book.nn.config import TransformerConfig
+from transformer_book.nn.positional import sinusoidal_encoding
+from transformer_book.nn.transformer import Transformer
 
 VOCAB = 8000
 FULL = dict(batch=64, max_len=32)  # ~4000 source + target tokens per batch, as asked

@@ -2,7 +2,7 @@
 
 Usage: ``python benchmarks/bench_sdpa.py [--quick] [--json PATH] [--clock cpu]``.
 
-Our :func:`transformer_book.attention.scaled_dot_product_attention` computes
+Our :func:`transformer_book.nn.attention.scaled_dot_product_attention` computes
 ``softmax(QKᵀ/√d_k) V`` step by step and returns the weights (for plots);
 ``torch.nn.functional.scaled_dot_product_attention`` fuses the same computation (and on a
 GPU never stores the L x L weights). Forward + backward on ``(B, h, L, d_k)`` tensors,
@@ -12,7 +12,7 @@ be slower, the goal is to stay within 2x (ratio >= 0.5).
 
 Decoding rows: a decoding step asks for a few queries per head (one per hypothesis, or the
 K beams of a sentence against its source), without gradients. There
-:class:`~transformer_book.attention.MultiHeadAttention` runs the explicit formula on the CPU
+:class:`~transformer_book.nn.attention.MultiHeadAttention` runs the explicit formula on the CPU
 (``attention._attend``, the teaching function's unchecked core, for at most ``FEW_QUERIES``
 queries) because it beats the fused kernel: forward only, under ``torch.no_grad()``, with a
 padding mask, goal ratio >= 1.
@@ -30,7 +30,7 @@ import torch
 import torch.nn.functional as F
 from _common import command_line, measure, one_thread  # benchmarks/_common.py
 
-from transformer_book.attention import _attend, scaled_dot_product_attention
+from transformer_book.nn.attention import _attend, scaled_dot_product_attention
 
 FULL = [(32, 8, 128, 64), (32, 8, 256, 64)]  # B, h, L, d_k
 QUICK = [(8, 8, 64, 64)]

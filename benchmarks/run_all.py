@@ -143,7 +143,7 @@ def format_table(table: Sequence[dict[str, Any]]) -> str:
 
 def write_results(folder: Path, record: dict[str, Any]) -> Path:
     """Write ``record`` to ``folder/bench-<UTC timestamp>.json`` atomically (temp + rename)."""
-    from transformer_book.train.records import utc_timestamp
+    from transformer_book.util.records import utc_timestamp
 
     folder.mkdir(parents=True, exist_ok=True)
     target = folder / f"bench-{utc_timestamp()}.json"
@@ -163,7 +163,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--clock", choices=sorted(CLOCKS), default="wall",
                         help="wall time, or this process's CPU time (steadier when busy)")
     args = parser.parse_args(argv)
-    from transformer_book.train.records import command_line, git_commit, hardware_info
+    from transformer_book.util.records import command_line, git_commit, hardware_info
 
     table, raw = run_all(quick=args.quick, clock=args.clock)
     print(format_table(table))

@@ -8,7 +8,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from transformer_book.viz.book import chapter_map
+from transformer_book.course.figures.book import chapter_map
 
 ROOT = Path(__file__).resolve().parents[1]
 COURSE = [

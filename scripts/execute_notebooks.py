@@ -15,7 +15,7 @@ from pathlib import Path
 import nbformat
 from nbclient import NotebookClient
 
-from transformer_book.assignments import write_notebook_atomically
+from transformer_book.course.assignments import write_notebook_atomically
 
 
 def execute(path: Path, timeout: int = 1800) -> float:

@@ -1,4 +1,4 @@
-"""Shared fixtures: where the Multi30k files are, and a fixed float64 default for comparisons."""
+"""Shared fixtures: one torch thread per test process, and where the Multi30k files are."""
 
 from __future__ import annotations
 
@@ -7,8 +7,18 @@ from pathlib import Path
 
 import pytest
 
+from transformer_book.util.env import torch_threads
+
 REPO_ROOT = Path(__file__).resolve().parents[1]
 SHARED_MULTI30K = REPO_ROOT.parent / "shared" / "data" / "multi30k"
+
+
+@pytest.fixture(autouse=True, scope="session")
+def one_thread():
+    """Every test runs torch on one intra-op thread: the models are tiny, and each of the
+    two pytest-xdist workers keeps to its own core instead of spin-waiting on the other."""
+    with torch_threads(1):
+        yield
 
 
 def _multi30k_dir() -> Path | None:

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from transformer_book.ablation import (
+from transformer_book.analysis.ablation import (
     PAPER_TABLE3,
     KeySizeMask,
     evaluate_variant,
@@ -19,14 +19,14 @@ from transformer_book.ablation import (
     run_ablation,
     train_variant,
 )
-from transformer_book.attention import MultiHeadAttention
-from transformer_book.config import TransformerConfig
 from transformer_book.data.batching import TokenBudgetSampler
 from transformer_book.data.tokenizer import BPETokenizer
-from transformer_book.env import set_seed
-from transformer_book.model import Transformer, count_parameters
+from transformer_book.nn.attention import MultiHeadAttention
+from transformer_book.nn.config import TransformerConfig
+from transformer_book.nn.transformer import Transformer, count_parameters
 from transformer_book.train.corpus import PreparedData, make_batch
 from transformer_book.train.objective import label_smoothed_cross_entropy
+from transformer_book.util.env import set_seed
 
 WORDS = ["ein", "mann", "hund", "katze", "sitzt", "läuft", "auf", "dem"]
 

@@ -9,7 +9,8 @@ import nbformat
 import pytest
 from notebook_utils import NOTEBOOKS, check_cells, read, tags, text_output
 
-from transformer_book.assignments import (
+from transformer_book.cli import main as cli_main
+from transformer_book.course.assignments import (
     BEGIN,
     END,
     MarkerError,
@@ -17,7 +18,6 @@ from transformer_book.assignments import (
     make_student_notebook,
     strip_solution,
 )
-from transformer_book.cli import main as cli_main
 
 
 @pytest.fixture(scope="module")

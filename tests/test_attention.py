@@ -1,4 +1,4 @@
-"""Tests of transformer_book.attention: pooling, scores, masks, attention, multi-head attention."""
+"""Tests of transformer_book.nn.attention: scores, masks, attention, multi-head attention."""
 
 from __future__ import annotations
 
@@ -11,12 +11,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from torch import nn
 
-from transformer_book import attention, memory_network
-from transformer_book.attention import (
+from transformer_book.baselines.pooling import NadarayaWatson, attention_pooling
+from transformer_book.nn import attention
+from transformer_book.nn.attention import (
     AdditiveScore,
     MultiHeadAttention,
-    NadarayaWatson,
-    attention_pooling,
     causal_mask,
     dot_score,
     masked_softmax,
@@ -27,15 +26,6 @@ from transformer_book.attention import (
 
 F64 = torch.float64
 SETTINGS = settings(max_examples=30, deadline=None)
-
-
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """Tiny tensors: one intra-op thread avoids spin-waiting on a shared 2-core machine."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
 
 
 def randn(*shape: int, seed: int = 0, requires_grad: bool = False) -> torch.Tensor:
@@ -456,7 +446,4 @@ def test_mha_rejects_bad_input() -> None:
     with pytest.raises(ValueError, match=r"kv: expected no key/value alongside kv"):
         mha(x, x, kv=(randn(2, 2, 4, 4), randn(2, 2, 4, 4)))
 
-
-def test_memory_network_is_reexported() -> None:
-    assert attention.MemoryNetwork is memory_network.MemoryNetwork
     assert set(attention.__all__) <= set(dir(attention))

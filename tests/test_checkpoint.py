@@ -11,18 +11,17 @@ import torch
 from safetensors.torch import load_file
 from torch import nn
 
-from transformer_book.train import (
+from transformer_book.run import (
     average_checkpoints,
-    capture_rng_state,
     checkpoint_name,
     list_checkpoints,
     load_checkpoint,
-    make_optimizer,
     prune_checkpoints,
-    restore_rng_state,
     save_checkpoint,
 )
-from transformer_book.train import checkpoint as checkpoint_module
+from transformer_book.run import checkpoint as checkpoint_module
+from transformer_book.train import make_optimizer
+from transformer_book.util import capture_rng_state, restore_rng_state
 
 
 class Tied(nn.Module):

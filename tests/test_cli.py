@@ -7,19 +7,8 @@ import json
 import shutil
 
 import pytest
-import torch
 
 from transformer_book.cli import main
-
-
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """One intra-op thread: on a shared 2-core machine, two threads fight for the cores and
-    each training step gets many times slower; the results do not depend on it."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 
 TINY = """
 [model]

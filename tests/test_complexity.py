@@ -8,12 +8,12 @@ from torch import nn
 from torch.nn import functional as F
 from torch.utils.flop_counter import FlopCounterMode
 
-from transformer_book.complexity import (
+from transformer_book.analysis.complexity import (
     conv_flops_per_layer,
     recurrent_flops_per_layer,
     self_attention_flops_per_layer,
 )
-from transformer_book.rnn import RNN
+from transformer_book.baselines.rnn import RNN
 
 
 def counted(fn, *args) -> int:

@@ -9,7 +9,7 @@ import torch
 from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.utils.flop_counter import FlopCounterMode
 
-from transformer_book.compute import (
+from transformer_book.analysis.compute import (
     HARDWARE,
     PAPER_GPU_TFLOPS,
     FlopBreakdown,
@@ -22,8 +22,8 @@ from transformer_book.compute import (
     training_flops_per_token,
     transformer_flops,
 )
-from transformer_book.config import TransformerConfig
-from transformer_book.model import Transformer
+from transformer_book.nn.config import TransformerConfig
+from transformer_book.nn.transformer import Transformer
 
 VOCAB = 97
 
@@ -239,8 +239,8 @@ def test_paper_table_2_costs():
 
 def test_saved_bytes_of_explicit_attention_include_the_weights():
     """Explicit attention keeps the (B, h, L, L) weights for backward; the count sees them."""
-    from transformer_book.attention import scaled_dot_product_attention
-    from transformer_book.compute import saved_tensor_bytes
+    from transformer_book.analysis.compute import saved_tensor_bytes
+    from transformer_book.nn.attention import scaled_dot_product_attention
 
     b, h, n, d = 2, 3, 16, 8
     q, k, v = (torch.randn(b, h, n, d, requires_grad=True) for _ in range(3))
@@ -254,7 +254,7 @@ def test_saved_bytes_of_explicit_attention_include_the_weights():
 
 
 def test_saved_bytes_exclude_parameters_and_count_storages_once():
-    from transformer_book.compute import saved_tensor_bytes
+    from transformer_book.analysis.compute import saved_tensor_bytes
 
     linear = torch.nn.Linear(16, 16, bias=False)
     x = torch.randn(4, 16, requires_grad=True)
@@ -268,9 +268,9 @@ def test_saved_bytes_exclude_parameters_and_count_storages_once():
 
 
 def test_autograd_depth_is_constant_for_attention_and_linear_in_n_for_a_recurrence():
-    from transformer_book.attention import MultiHeadAttention
-    from transformer_book.compute import autograd_depth
-    from transformer_book.rnn import RNN
+    from transformer_book.analysis.compute import autograd_depth
+    from transformer_book.baselines.rnn import RNN
+    from transformer_book.nn.attention import MultiHeadAttention
 
     torch.manual_seed(0)
     attention, rnn = MultiHeadAttention(8, 2), RNN(8, 8)

@@ -6,12 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from transformer_book.config import (
-    PRESETS,
-    RunConfig,
-    TransformerConfig,
-    load_run_config,
-)
+from transformer_book.nn.config import PRESETS, TransformerConfig
+from transformer_book.run.config import RunConfig, load_run_config
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"
 

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from torch import nn
 from torch.nn import functional as F
 
-from transformer_book.conv import (
+from transformer_book.baselines.conv import (
     CausalConv1d,
     ConvS2SBlock,
     ConvS2SStack,
@@ -23,15 +23,6 @@ from transformer_book.conv import (
     path_length_dilated,
     receptive_field,
 )
-
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    """These models are tiny: one thread is faster and leaves the other core free."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 
 
 def naive_causal_conv(conv: CausalConv1d, x: torch.Tensor) -> torch.Tensor:

@@ -9,9 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from transformer_book import course_cache
-from transformer_book.config import RunConfig
-from transformer_book.course_cache import (
+from transformer_book.course import cache as course_cache
+from transformer_book.course.cache import (
     MARKER,
     cached_run,
     chapter10_dir,
@@ -20,7 +19,9 @@ from transformer_book.course_cache import (
     course_cache_dir,
     load_completed,
 )
-from transformer_book.train import list_checkpoints, load_trained
+from transformer_book.inference import load_trained
+from transformer_book.run import list_checkpoints
+from transformer_book.run.config import RunConfig
 
 
 def tiny_config(data_dir: Path, d_model: int = 32, steps: int = 3) -> RunConfig:

@@ -25,8 +25,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from transformer_book.config import load_run_config
 from transformer_book.data.batching import TokenBudgetSampler
+from transformer_book.run.config import load_run_config
 from transformer_book.train import train
 from transformer_book.train.corpus import TOKENIZER_FILE, TOKENIZER_INFO, prepare_data
 

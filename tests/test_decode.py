@@ -1,5 +1,5 @@
-"""Tests of transformer_book.decode: KV cache = no cache, beam 1 = greedy, beam search finds
-scores at least greedy's (and the optimum when the beam holds every hypothesis), EOS and
+"""Tests of transformer_book.inference.decode: KV cache = no cache, beam 1 = greedy, beam search
+finds scores at least greedy's (and the optimum when the beam holds every hypothesis), EOS and
 length handling, batch independence, bad arguments."""
 
 from __future__ import annotations
@@ -10,28 +10,19 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from transformer_book.config import TransformerConfig
 from transformer_book.data.toy import make_toy_task, toy_batches
-from transformer_book.decode import (
+from transformer_book.inference.decode import (
     STOPPING_RULES,
     beam_search,
     greedy_decode,
     length_penalty,
     score_hypothesis,
 )
-from transformer_book.model import Transformer
+from transformer_book.nn.config import TransformerConfig
+from transformer_book.nn.transformer import Transformer
 
 F64 = torch.float64
 V = 16  # ids 0-3 are <pad> <bos> <eos> <unk>
-
-
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """Small tensors: one intra-op thread avoids spin-waiting on a shared 2-core machine."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
 
 
 def tiny(vocab: int = V, seed: int = 0, **overrides) -> Transformer:
@@ -93,7 +84,7 @@ def test_beam_with_cache_equals_without(trained: Transformer, sources: torch.Ten
 def test_ranking_by_blocks_equals_topk() -> None:
     """_top ranks long rows by blocks; its values are exactly topk's, best first, and its
     indices point at them (ties and -inf entries included)."""
-    from transformer_book.decode import TOP_BLOCKS, _top
+    from transformer_book.inference.decode import TOP_BLOCKS, _top
 
     generator = torch.Generator().manual_seed(0)
     for b, c, n in [(5, 4 * 4000, 8), (3, 4000, 8), (4, 1024, 8), (2, 2048, 2)]:
@@ -111,7 +102,7 @@ def test_ranking_by_blocks_equals_topk() -> None:
 
 def test_beam_search_is_the_same_with_and_without_ranking_by_blocks(monkeypatch) -> None:
     """A vocabulary large enough for _top's blocks, a random model, both ways."""
-    import transformer_book.decode as decode
+    import transformer_book.inference.decode as decode
 
     model = tiny(vocab=256, seed=3)
     src = torch.randint(4, 256, (5, 9), generator=torch.Generator().manual_seed(1))
@@ -277,7 +268,7 @@ def test_cache_reorder_and_select_follow_the_hypotheses() -> None:
 
 
 def test_reorder_leaves_room_that_the_next_extend_fills_in_place() -> None:
-    from transformer_book.layers import DecoderCache
+    from transformer_book.nn.layers import DecoderCache
 
     torch.manual_seed(0)
     k, v = torch.randn(3, 2, 4, 5), torch.randn(3, 2, 4, 5)  # (N, h, t, d_k)

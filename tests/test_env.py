@@ -1,4 +1,4 @@
-"""transformer_book.env: device choice, seeding, the environment report."""
+"""transformer_book.util.env: device choice, seeding, the environment report."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from transformer_book import env
+from transformer_book.util import env
 
 
 def test_get_device_prefers_cuda_then_mps_then_cpu(monkeypatch):

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from sacrebleu.metrics import BLEU
 
-from transformer_book.evaluate import BleuResult, average_checkpoints, corpus_bleu
-from transformer_book.train import checkpoint
+from transformer_book.inference.scoring import BleuResult, average_checkpoints, corpus_bleu
+from transformer_book.run import checkpoint
 
 HYPOTHESES = [
     "A man in an orange hat starring at something.",

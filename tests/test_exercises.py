@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from transformer_book.exercises import REGISTRY, check, load_all, run_check
+from transformer_book.course.exercises import REGISTRY, check, load_all, run_check
 
 
 def good_softmax(x, dim=-1):

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import torch
 
+from transformer_book.course.exercises import run_check
 from transformer_book.data.batching import TokenBudgetSampler, pad_sequences, padding_mask
-from transformer_book.exercises import run_check
 
 
 def pad_and_mask(sequences, pad_id=0):

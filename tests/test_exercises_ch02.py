@@ -5,8 +5,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from transformer_book.exercises import run_check
-from transformer_book.exercises.ch02 import _package_stack
+from transformer_book.course.exercises import run_check
+from transformer_book.course.exercises.ch02 import _package_stack
 
 
 def stacked_rnn_forward(x, h0, layers):

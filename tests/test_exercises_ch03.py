@@ -2,19 +2,10 @@
 
 from __future__ import annotations
 
-import pytest
 import torch
 from torch.nn import functional as F
 
-from transformer_book.exercises import run_check
-
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+from transformer_book.course.exercises import run_check
 
 
 def causal_conv1d(x, weight, bias, dilation=1):

@@ -6,7 +6,7 @@ import math
 
 import torch
 
-from transformer_book.exercises import run_check
+from transformer_book.course.exercises import run_check
 
 
 def safe_attention(q, k, v, mask=None):

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import torch
 
-from transformer_book.attention import scaled_dot_product_attention
-from transformer_book.exercises import run_check
+from transformer_book.course.exercises import run_check
+from transformer_book.nn.attention import scaled_dot_product_attention
 
 
 def split_heads(x, h):

@@ -6,7 +6,7 @@ import math
 
 import torch
 
-from transformer_book.exercises import run_check
+from transformer_book.course.exercises import run_check
 
 
 def cross_attention(decoder_states, encoder_states, W_q, W_k, W_v, memory_mask=None):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from transformer_book.exercises import run_check
+from transformer_book.course.exercises import run_check
 
 
 def sinusoidal_encoding(length, d_model, base=10000.0):

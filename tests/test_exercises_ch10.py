@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from transformer_book.exercises import run_check
+from transformer_book.course.exercises import run_check
 
 
 def noam(step, d_model, warmup_steps):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from transformer_book.exercises import run_check
+from transformer_book.course.exercises import run_check
 
 
 def test_11_1_passes_the_formula_for_ints_and_tensors():

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from transformer_book.compute import transformer_flops
-from transformer_book.exercises import run_check
+from transformer_book.analysis.compute import transformer_flops
+from transformer_book.course.exercises import run_check
 
 
 def forward_flops(config, src_len, tgt_len):

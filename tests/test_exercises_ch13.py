@@ -7,7 +7,7 @@ import math
 import torch
 import torch.nn.functional as F
 
-from transformer_book.exercises import run_check
+from transformer_book.course.exercises import run_check
 
 
 def count(d_model, h, d_k):

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.test_cli import TINY
-from transformer_book.train.records import COMMIT_ENV, git_commit
+from transformer_book.util.records import COMMIT_ENV, git_commit
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 

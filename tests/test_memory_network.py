@@ -5,22 +5,13 @@ from __future__ import annotations
 import pytest
 import torch
 
-from transformer_book.memory_network import MemoryNetwork, position_encoding_weights
+from transformer_book.baselines.memory_network import MemoryNetwork, position_encoding_weights
 
 PEOPLE = list(range(1, 7))  # ids 1..6
 WENT = 7
 PLACES = list(range(8, 14))  # ids 8..13
 WHERE = 14
 VOCAB = 15
-
-
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """Tiny tensors: one intra-op thread avoids spin-waiting on a shared 2-core machine."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
 
 
 def make_stories(n: int, sentences: int = 4, seed: int = 0):

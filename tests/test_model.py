@@ -1,4 +1,4 @@
-"""Tests of transformer_book.model and transformer_book.layers: equal to nn.Transformer,
+"""Tests of transformer_book.nn.transformer and transformer_book.nn.layers: equal to nn.Transformer,
 causal masking, padding, batch independence, teaching path = fast path, a toy task learned."""
 
 from __future__ import annotations
@@ -10,23 +10,14 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from transformer_book.config import TransformerConfig
 from transformer_book.data.toy import make_toy_task, toy_batches
-from transformer_book.layers import DecoderCache, EncoderLayer, FeedForward
-from transformer_book.model import Transformer, count_parameters, cross_attention_weights
-from transformer_book.positional import sinusoidal_encoding
+from transformer_book.nn.config import TransformerConfig
+from transformer_book.nn.layers import DecoderCache, EncoderLayer, FeedForward
+from transformer_book.nn.positional import sinusoidal_encoding
+from transformer_book.nn.transformer import Transformer, count_parameters, cross_attention_weights
 
 F64 = torch.float64
 V = 23
-
-
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """Small tensors: one intra-op thread avoids spin-waiting on a shared 2-core machine."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
 
 
 def config(**overrides) -> TransformerConfig:

@@ -1,4 +1,4 @@
-"""Tests of transformer_book.positional (Section 3.5)."""
+"""Tests of transformer_book.nn.positional (Section 3.5)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from transformer_book.positional import (
+from transformer_book.nn.positional import (
     LearnedPositionalEmbedding,
     SinusoidalPositionalEncoding,
     relative_offset_matrix,
@@ -17,15 +17,6 @@ from transformer_book.positional import (
 )
 
 F64 = torch.float64
-
-
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """Tiny tensors: one intra-op thread avoids spin-waiting on a shared 2-core machine."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
 
 
 def test_sinusoidal_encoding_matches_the_paper_formula() -> None:

@@ -4,7 +4,8 @@ from datetime import datetime, timezone
 
 import pytest
 
-from transformer_book.train import read_records, records, write_record
+from transformer_book.util import records
+from transformer_book.util.records import read_records, write_record
 
 
 def test_read_records_returns_each_kind_oldest_first_with_its_time(tmp_path, monkeypatch):

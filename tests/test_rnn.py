@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from torch import nn
 
-from transformer_book.rnn import RNN, RNNCell, gradient_norm_by_distance, rnn_unroll
+from transformer_book.baselines.rnn import RNN, RNNCell, gradient_norm_by_distance, rnn_unroll
 
 
 def test_cell_parameters_are_named_like_torch() -> None:

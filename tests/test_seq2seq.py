@@ -9,7 +9,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from transformer_book.seq2seq import (
+from transformer_book.baselines.seq2seq import (
     AdditiveAttention,
     Seq2SeqGRU,
     sequence_accuracy,
@@ -123,22 +123,12 @@ def test_teacher_forcing_agrees_with_greedy_decoding(attention: bool) -> None:
         torch.testing.assert_close(forced_weights, weights)
 
 
-@pytest.fixture
-def one_thread():
-    """Tiny models train faster on one thread, and leave the other core to other tests."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 @pytest.fixture(scope="module")
 def reversal_data() -> tuple[list, list]:
     return reversal_pairs(10_000, seed=0), reversal_pairs(300, seed=1)
 
 
 @pytest.mark.parametrize(("attention", "steps", "lr"), [(False, 350, 5e-3), (True, 120, 1e-2)])
-@pytest.mark.usefixtures("one_thread")
 def test_learns_to_reverse(attention: bool, steps: int, lr: float,
                            reversal_data: tuple[list, list]) -> None:
     train, test = reversal_data

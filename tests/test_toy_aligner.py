@@ -6,8 +6,8 @@ import pytest
 import torch
 
 from transformer_book.data.toy import make_toy_task
-from transformer_book.positional import LearnedPositionalEmbedding, SinusoidalPositionalEncoding
-from transformer_book.toy_models.aligner import (
+from transformer_book.nn.positional import LearnedPositionalEmbedding, SinusoidalPositionalEncoding
+from transformer_book.toy.aligner import (
     Aligner,
     AlignerConfig,
     NoPositions,

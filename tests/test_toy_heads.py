@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from transformer_book.toy_models.heads import (
+from transformer_book.toy.heads import (
     IGNORE,
     NeighbourModel,
     attention_by_offset,
@@ -13,15 +13,6 @@ from transformer_book.toy_models.heads import (
     neighbour_task,
     train_neighbour_model,
 )
-
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    """Tiny matrices run fastest (and on a busy machine, far fastest) on one thread."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
 
 
 def test_targets_are_the_neighbours_with_edges_ignored():

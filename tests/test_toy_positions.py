@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from transformer_book.positional import LearnedPositionalEmbedding
-from transformer_book.toy_models.positions import (
+from transformer_book.nn.positional import LearnedPositionalEmbedding
+from transformer_book.toy.positions import (
     NO_LABEL,
     PositionProbe,
     ProbeConfig,

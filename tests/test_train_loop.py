@@ -9,22 +9,12 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from transformer_book.config import load_run_config
+from transformer_book.run.config import load_run_config
 from transformer_book.train import loop as loop_module
 from transformer_book.train import train
 from transformer_book.train.loop import NonFiniteLossError
 
 QUICK = dict(progress=False, results_dir=None, bleu_sentences=4, val_sentences=16)
-
-
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """One intra-op thread: on a shared 2-core machine, two threads fight for the cores and
-    each training step gets many times slower; the results do not depend on it."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 
 
 def _config(multi30k_dir, max_steps=40, **train_changes):

@@ -7,7 +7,7 @@ import math
 import pytest
 from matplotlib.figure import Figure
 
-from transformer_book.viz.ablation import ablation_chart
+from transformer_book.course.figures.ablation import ablation_chart
 
 
 def test_ablation_chart_draws_two_labelled_panels():

@@ -7,8 +7,8 @@ import pytest
 import torch
 from matplotlib.figure import Figure
 
-from transformer_book.viz import new_figure
-from transformer_book.viz.attention import (
+from transformer_book.course.figures import new_figure
+from transformer_book.course.figures.attention import (
     attention_grid,
     attention_heatmap,
     draw_attention,

@@ -7,7 +7,7 @@ import pytest
 import torch
 from matplotlib.figure import Figure
 
-from transformer_book.viz.convolution import (
+from transformer_book.course.figures.convolution import (
     cost_curves,
     dependency_sets,
     dilation_diagram,

@@ -7,7 +7,7 @@ import pytest
 import torch
 from matplotlib.figure import Figure
 
-from transformer_book.viz.model import parameter_breakdown, training_curves
+from transformer_book.course.figures.model import parameter_breakdown, training_curves
 
 
 def test_parameter_breakdown_stacks_components_and_writes_totals():

@@ -6,12 +6,12 @@ import numpy as np
 import pytest
 from matplotlib.figure import Figure
 
-from transformer_book.positional import sinusoidal_encoding
-from transformer_book.viz.positional import (
+from transformer_book.course.figures.positional import (
     accuracy_vs_length,
     encoding_heatmap,
     offset_similarity,
 )
+from transformer_book.nn.positional import sinusoidal_encoding
 
 
 def test_encoding_heatmap_with_and_without_curves():

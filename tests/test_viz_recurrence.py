@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from matplotlib.figure import Figure
 
-from transformer_book.viz.recurrence import (
+from transformer_book.course.figures.recurrence import (
     accuracy_vs_length,
     accuracy_vs_position,
     gradient_vs_distance,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from matplotlib.figure import Figure
 
-from transformer_book.viz.scaling import flops_breakdown, layer_costs, training_time_bars
+from transformer_book.course.figures.scaling import flops_breakdown, layer_costs, training_time_bars
 
 
 def test_flops_breakdown_stacks_to_100_percent():

@@ -7,7 +7,11 @@ import pytest
 import torch
 from matplotlib.figure import Figure
 
-from transformer_book.viz.selfattention import cost_per_layer, line_panels, variance_vs_dk
+from transformer_book.course.figures.selfattention import (
+    cost_per_layer,
+    line_panels,
+    variance_vs_dk,
+)
 
 
 def test_variance_vs_dk_draws_measurements_and_theory():

@@ -8,7 +8,11 @@ import pytest
 import torch
 from matplotlib.figure import Figure
 
-from transformer_book.viz.sequences import length_overview, padded_batches, sequence_gallery
+from transformer_book.course.figures.sequences import (
+    length_overview,
+    padded_batches,
+    sequence_gallery,
+)
 
 
 def gallery_inputs() -> dict:

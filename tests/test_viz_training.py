@@ -7,7 +7,7 @@ import pytest
 import torch
 from matplotlib.figure import Figure
 
-from transformer_book.viz.training import (
+from transformer_book.course.figures.training import (
     label_smoothing_targets,
     length_scatter,
     lr_schedules,

@@ -32,14 +32,14 @@ from pathlib import Path
 
 
 def _cmd_env(args: argparse.Namespace) -> int:
-    from transformer_book.env import format_report
+    from transformer_book.util.env import format_report
 
     print(format_report())
     return 0
 
 
 def _cmd_assignments(args: argparse.Namespace) -> int:
-    from transformer_book.assignments import make_assignments
+    from transformer_book.course.assignments import make_assignments
 
     written = make_assignments(args.source, args.out)
     for path in written:
@@ -49,7 +49,7 @@ def _cmd_assignments(args: argparse.Namespace) -> int:
 
 
 def _cmd_train(args: argparse.Namespace) -> int:
-    from transformer_book.config import load_run_config
+    from transformer_book.run.config import load_run_config
     from transformer_book.train.loop import train
 
     config = load_run_config(args.config)
@@ -78,7 +78,7 @@ def _cmd_train(args: argparse.Namespace) -> int:
 
 def _read_sentences(sentences: list[str]) -> list[str]:
     """The positional sentences, with ``-`` replaced by the lines of standard input."""
-    from transformer_book.validation import require
+    from transformer_book.util.validation import require
 
     out: list[str] = []
     for item in sentences:
@@ -90,7 +90,7 @@ def _read_sentences(sentences: list[str]) -> list[str]:
 
 
 def _cmd_translate(args: argparse.Namespace) -> int:
-    from transformer_book.train.translate import load_trained, translate
+    from transformer_book.inference.translate import load_trained, translate
 
     sentences = _read_sentences(args.sentences)
     trained = load_trained(args.checkpoint, device=args.device)
@@ -103,15 +103,15 @@ def _cmd_translate(args: argparse.Namespace) -> int:
 def _cmd_evaluate(args: argparse.Namespace) -> int:
     from transformer_book.data.multi30k import load_multi30k
     from transformer_book.data.tokenizer import atomic_write_text
-    from transformer_book.evaluate import corpus_bleu
-    from transformer_book.train.records import (
+    from transformer_book.inference.scoring import corpus_bleu
+    from transformer_book.inference.translate import load_trained, translate
+    from transformer_book.util.records import (
         command_line,
         git_commit,
         hardware_info,
         write_record,
     )
-    from transformer_book.train.translate import load_trained, translate
-    from transformer_book.validation import require_positive_int
+    from transformer_book.util.validation import require_positive_int
 
     if args.limit is not None:
         require_positive_int(args.limit, "--limit")
@@ -182,7 +182,7 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
 
 
 def _add_stop_argument(parser: argparse.ArgumentParser) -> None:
-    from transformer_book.decode import STOPPING_RULES
+    from transformer_book.inference.decode import STOPPING_RULES
 
     parser.add_argument(
         "--stop",

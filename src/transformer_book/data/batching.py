@@ -18,7 +18,7 @@ import torch
 from torch.utils.data import Sampler
 
 from transformer_book.data.tokenizer import PAD_ID
-from transformer_book.validation import fail, require, require_positive_int, require_tensor
+from transformer_book.util.validation import fail, require, require_positive_int, require_tensor
 
 __all__ = [
     "TokenBudgetSampler",

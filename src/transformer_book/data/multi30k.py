@@ -27,7 +27,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-from transformer_book.validation import fail, require
+from transformer_book.util.validation import fail, require
 
 __all__ = [
     "MULTI30K_LANGUAGES",

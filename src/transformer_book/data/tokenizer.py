@@ -21,7 +21,7 @@ from pathlib import Path
 import torch
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
-from transformer_book.validation import fail, require, require_positive_int
+from transformer_book.util.validation import fail, require, require_positive_int
 
 __all__ = [
     "BOS_ID",

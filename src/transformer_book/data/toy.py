@@ -23,7 +23,7 @@ import torch
 
 from transformer_book.data.batching import collate_pairs, pad_sequences
 from transformer_book.data.tokenizer import BOS_ID, EOS_ID, PAD_ID, SPECIAL_TOKENS, UNK_ID
-from transformer_book.validation import require, require_positive_int
+from transformer_book.util.validation import require, require_positive_int
 
 __all__ = [
     "FIRST_TOKEN_ID",

@@ -14,7 +14,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from transformer_book.data.tokenizer import BOS_ID, EOS_ID, SPECIAL_TOKENS, UNK_ID
-from transformer_book.validation import require, require_positive_int
+from transformer_book.util.validation import require, require_positive_int
 
 __all__ = ["WordVocabulary", "split_words", "unknown_rate"]
 

@@ -16,7 +16,6 @@ from typing import Any
 
 import torch
 
-from transformer_book.config import RunConfig
 from transformer_book.data.batching import collate_pairs
 from transformer_book.data.tokenizer import (
     BOS_ID,
@@ -25,7 +24,8 @@ from transformer_book.data.tokenizer import (
     BPETokenizer,
     atomic_write_text,
 )
-from transformer_book.validation import require
+from transformer_book.run.config import RunConfig
+from transformer_book.util.validation import require
 
 __all__ = ["PreparedData", "make_batch", "prepare_data"]
 

@@ -39,21 +39,18 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from transformer_book.config import RunConfig
 from transformer_book.data.batching import TokenBudgetSampler
 from transformer_book.data.tokenizer import PAD_ID
-from transformer_book.env import set_seed
-from transformer_book.train.checkpoint import (
+from transformer_book.run.checkpoint import (
     checkpoint_name,
     list_checkpoints,
     prune_checkpoints,
     save_checkpoint,
 )
+from transformer_book.run.config import RunConfig
 from transformer_book.train.corpus import make_batch, prepare_data
 from transformer_book.train.objective import label_smoothed_cross_entropy, make_optimizer
-from transformer_book.train.records import command_line, git_commit, hardware_info, write_record
 from transformer_book.train.resume import RunState, restore_run
-from transformer_book.train.rng import capture_rng_state
 from transformer_book.train.runtime import (
     DistInfo,
     all_reduce,
@@ -62,7 +59,10 @@ from transformer_book.train.runtime import (
     setup_distributed,
 )
 from transformer_book.train.validate import validate
-from transformer_book.validation import fail, require, require_positive_int
+from transformer_book.util.env import set_seed
+from transformer_book.util.records import command_line, git_commit, hardware_info, write_record
+from transformer_book.util.rng import capture_rng_state
+from transformer_book.util.validation import fail, require, require_positive_int
 
 __all__ = ["NonFiniteLossError", "TrainingResult", "train"]
 
@@ -227,7 +227,7 @@ def _train(run_config: RunConfig, out_dir: Path, resume: bool, progress: bool,
            ) -> TrainingResult:
     from tqdm.auto import tqdm
 
-    from transformer_book.model import Transformer
+    from transformer_book.nn.transformer import Transformer
 
     t, d = run_config.train, run_config.data
     existing = list_checkpoints(out_dir)

@@ -18,7 +18,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from transformer_book.validation import fail, require, require_positive_int, require_tensor
+from transformer_book.util.validation import fail, require, require_positive_int, require_tensor
 
 REDUCTIONS = ("mean", "sum", "none")
 

@@ -17,10 +17,11 @@ from typing import Any
 import torch
 from torch import nn
 
-from transformer_book.config import RunConfig, TransformerConfig
-from transformer_book.train.checkpoint import load_checkpoint
-from transformer_book.train.rng import restore_rng_state
-from transformer_book.validation import require
+from transformer_book.nn.config import TransformerConfig
+from transformer_book.run.checkpoint import load_checkpoint
+from transformer_book.run.config import RunConfig
+from transformer_book.util.rng import restore_rng_state
+from transformer_book.util.validation import require
 
 __all__ = ["RunState", "check_compatible", "restore_run"]
 

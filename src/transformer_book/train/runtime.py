@@ -18,7 +18,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from transformer_book.env import get_device
+from transformer_book.util.env import get_device
 
 __all__ = ["DistInfo", "all_reduce", "autocast", "resolve_precision", "setup_distributed"]
 

@@ -14,13 +14,14 @@ from typing import Any
 import torch
 from torch import nn
 
-from transformer_book.config import RunConfig, TransformerConfig
 from transformer_book.data.batching import TokenBudgetSampler
 from transformer_book.data.tokenizer import PAD_ID
+from transformer_book.inference.translate import translate_ids
+from transformer_book.nn.config import TransformerConfig
+from transformer_book.run.config import RunConfig
 from transformer_book.train.corpus import PreparedData, make_batch
 from transformer_book.train.objective import label_smoothed_cross_entropy
 from transformer_book.train.runtime import autocast
-from transformer_book.train.translate import translate_ids
 
 __all__ = ["EVAL_MIN_TOKENS", "validate"]
 
@@ -38,7 +39,9 @@ def validate(model: nn.Module, data: PreparedData, run_config: RunConfig,
     ``bleu``, ``bleu_signature``, ``bleu_lowercase_intl``, its signature,
     ``bleu_sentences`` and ``bleu_decoding``. The model's mode is restored afterwards.
     """
-    from transformer_book.evaluate import corpus_bleu  # imports train.checkpoint: not at top
+    from transformer_book.inference.scoring import (
+        corpus_bleu,  # imports train.checkpoint: not at top
+    )
 
     was_training = model.training
     model.eval()

@@ -1,0 +1,351 @@
+"""Ablations: Table 3 of *Attention Is All You Need* (Vaswani et al., 2017) in miniature.
+
+Section 6.2 (Model Variations): "To evaluate the importance of different components of the
+Transformer, we varied our base model in different ways, measuring the change in
+performance on English-to-German translation on the development set, newstest2013."
+
+:func:`run_ablation` trains one small Transformer per variant -- the baseline config with a
+few fields overridden -- for the same number of steps on the same batches, then measures
+the validation loss without label smoothing (so perplexity is comparable across ε_ls) and
+greedy BLEU. It is a deliberately small loop for many short runs; it reuses the package's
+pieces (:func:`~transformer_book.train.objective.label_smoothed_cross_entropy`,
+:func:`~transformer_book.train.objective.make_optimizer`, the token-budget sampler,
+:func:`~transformer_book.train.corpus.make_batch`, greedy decoding and sacreBLEU). Full
+training runs (checkpoints, resume, AMP, DDP) are :func:`transformer_book.train.train`.
+
+Row (B) of Table 3 shrinks the key size d_k while h and d_v stay fixed. The model ties
+d_k = d_v = d_model / h, so :func:`restrict_key_size` keeps only the first ``d_k`` query and
+key dimensions of every head (a fixed 0/1 mask on W^Q and W^K) and rescales the queries so
+the scores are divided by √d_k of the *reduced* size, exactly as in a model built with the
+smaller d_k.
+"""
+
+from __future__ import annotations
+
+import math
+import tempfile
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from torch import nn
+from torch.nn.utils import parametrize
+
+from transformer_book.data.batching import TokenBudgetSampler
+from transformer_book.data.tokenizer import PAD_ID
+from transformer_book.nn.attention import MultiHeadAttention
+from transformer_book.nn.config import TransformerConfig
+from transformer_book.run.config import DataSection, RunConfig
+from transformer_book.train.corpus import PreparedData, make_batch, prepare_data
+from transformer_book.train.objective import label_smoothed_cross_entropy, make_optimizer
+from transformer_book.util.env import get_device, set_seed
+from transformer_book.util.validation import require, require_positive_int
+
+__all__ = [
+    "EXTRA_KEYS",
+    "PAPER_TABLE3",
+    "AblationResult",
+    "KeySizeMask",
+    "ablation_data",
+    "evaluate_variant",
+    "relative_change",
+    "restrict_key_size",
+    "results_by_name",
+    "run_ablation",
+    "train_variant",
+]
+
+# Keys a variant may set besides TransformerConfig fields.
+EXTRA_KEYS = ("d_k", "seed")
+
+# Table 3 of the paper (newstest2013 dev set, base model after 100K steps):
+# name -> (perplexity per wordpiece, BLEU). "base": N=6, d_model=512, d_ff=2048, h=8,
+# d_k=d_v=64, P_drop=0.1, ε_ls=0.1.
+PAPER_TABLE3: dict[str, tuple[float, float]] = {
+    "base": (4.92, 25.8),
+    "(A) h=1, d_k=d_v=512": (5.29, 24.9),
+    "(A) h=4, d_k=d_v=128": (5.00, 25.5),
+    "(A) h=16, d_k=d_v=32": (4.91, 25.8),
+    "(A) h=32, d_k=d_v=16": (5.01, 25.4),
+    "(B) d_k=16": (5.16, 25.1),
+    "(B) d_k=32": (5.01, 25.4),
+    "(D) P_drop=0.0": (5.77, 24.6),
+    "(D) P_drop=0.2": (4.95, 25.5),
+    "(D) ε_ls=0.0": (4.67, 25.3),
+    "(D) ε_ls=0.2": (5.47, 25.7),
+    "(E) learned positions": (4.92, 25.7),
+}
+
+
+# --------------------------------------------------------------------------- data
+
+
+def ablation_data(
+    vocab_size: int = 2000,
+    max_len: int = 16,
+    train_subset: int | None = None,
+    val_sentences: int | None = None,
+    data_dir: str | None = None,
+) -> PreparedData:
+    """Multi30k de -> en with a small joint BPE, only pairs of at most ``max_len`` tokens.
+
+    Section 5.1's data pipeline (:func:`~transformer_book.train.corpus.prepare_data`) at a
+    laptop's size: the BPE is trained on the (first ``train_subset``) training pairs, and
+    training and validation pairs longer than ``max_len`` BPE tokens are dropped, which keeps
+    the short sentences a small model can learn in minutes. The tokenizer file lives in a
+    temporary folder; the returned tokenizer is already loaded.
+    """
+    require_positive_int(vocab_size, "vocab_size", minimum=8)
+    require_positive_int(max_len, "max_len", minimum=2)
+    run_config = RunConfig(data=DataSection(vocab_size=vocab_size, max_len=max_len,
+                                            train_subset=train_subset, data_dir=data_dir))
+    with tempfile.TemporaryDirectory(prefix="ablation-bpe-") as folder:
+        return prepare_data(run_config, folder, val_sentences=val_sentences)
+
+
+# ------------------------------------------------------------------ reduced key size
+
+
+class KeySizeMask(nn.Module):
+    """Parametrization of a packed ``in_proj`` weight ``(3·d_model, d_model)`` or bias
+    ``(3·d_model,)``: each head keeps the first ``d_k`` of its query and key rows.
+
+    Kept query rows are multiplied by √(d_head / d_k), so that the attention's division by
+    √d_head becomes a division by √d_k (Section 3.2.1). Value rows are untouched (d_v stays
+    d_model / h), as in Table 3, row (B).
+    """
+
+    def __init__(self, d_model: int, num_heads: int, d_k: int) -> None:
+        super().__init__()
+        d_head = d_model // num_heads
+        require(isinstance(d_k, int) and 1 <= d_k <= d_head, "d_k",
+                f"an integer in [1, d_model / h = {d_head}]", repr(d_k))
+        keep = torch.zeros(num_heads, d_head)  # (h, d_head): 1 for the kept dimensions
+        keep[:, :d_k] = 1.0
+        keep = keep.reshape(d_model)  # (h, d_head) -> (d_model,), head-major like the rows
+        scale = torch.cat([keep * math.sqrt(d_head / d_k), keep, torch.ones(d_model)])
+        self.register_buffer("scale", scale)  # (3·d_model,): [Q rows; K rows; V rows]
+
+    def forward(self, weight: torch.Tensor) -> torch.Tensor:
+        if weight.ndim == 2:  # (3·d_model, d_model): scale whole rows
+            return weight * self.scale.to(weight.dtype).unsqueeze(1)
+        return weight * self.scale.to(weight.dtype)  # (3·d_model,)
+
+
+def restrict_key_size(model: nn.Module, d_k: int) -> int:
+    """Give every :class:`~transformer_book.nn.attention.MultiHeadAttention` in ``model``
+    queries and keys of ``d_k`` dimensions per head (Table 3, row (B)), in place.
+
+    Returns the number of parameters that no longer influence the output (the masked query
+    and key rows), so ``count_parameters(model) - returned`` is the size of a model built
+    with the smaller d_k.
+    """
+    modules = [m for m in model.modules() if isinstance(m, MultiHeadAttention)]
+    require(bool(modules), "model", "a module containing MultiHeadAttention layers",
+            type(model).__name__)
+    unused = 0
+    for m in modules:
+        mask = KeySizeMask(m.d_model, m.num_heads, d_k).to(m.in_proj.weight.device)
+        parametrize.register_parametrization(m.in_proj, "weight", mask)
+        dropped = 2 * m.num_heads * (m.d_k - d_k)  # query and key rows removed per module
+        unused += dropped * m.d_model
+        if m.in_proj.bias is not None:
+            parametrize.register_parametrization(m.in_proj, "bias", mask)
+            unused += dropped
+    return unused
+
+
+# --------------------------------------------------------------------------- results
+
+
+@dataclass
+class AblationResult:
+    """One trained variant: its settings, size, training curve and validation scores.
+
+    ``val_nll`` is the mean negative log-likelihood per target token *without* label
+    smoothing (so variants with different ε_ls are comparable), ``val_ppl = exp(val_nll)``
+    (the paper's "perplexity per wordpiece"), ``bleu`` the sacreBLEU score of greedy
+    translations of the first ``bleu_sentences`` validation sentences.
+    """
+
+    name: str
+    overrides: dict[str, Any]
+    seed: int
+    num_parameters: int
+    steps: int
+    train_losses: list[float]
+    val_nll: float
+    val_ppl: float
+    bleu: float
+    bleu_sentences: int
+    seconds: float
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def relative_change(baseline: float, variant: float) -> float:
+    """``(variant - baseline) / baseline``: +0.05 means 5 % higher than the baseline."""
+    for name, value in (("baseline", baseline), ("variant", variant)):
+        require(isinstance(value, (int, float)) and not isinstance(value, bool)
+                and math.isfinite(value), name, "a finite number", repr(value))
+    require(baseline != 0, "baseline", "a non-zero number", baseline)
+    return (variant - baseline) / baseline
+
+
+# ----------------------------------------------------------------------- training
+
+
+@torch.no_grad()
+def evaluate_variant(model: nn.Module, data: PreparedData, *, bleu_sentences: int = 100,
+                     max_tokens: int = 4000, device: torch.device | None = None
+                     ) -> tuple[float, float, float]:
+    """``(val_nll, val_ppl, bleu)`` of ``model`` on ``data``'s validation pairs.
+
+    The loss is plain cross-entropy per target token (ε_ls = 0, padding ignored), summed
+    over all validation pairs and divided by their token count; BLEU decodes the first
+    ``bleu_sentences`` sources greedily (0: no BLEU, reported as NaN).
+    """
+    from transformer_book.inference.scoring import corpus_bleu
+    from transformer_book.inference.translate import translate_ids
+
+    require_positive_int(bleu_sentences, "bleu_sentences", minimum=0)
+    device = device if device is not None else next(model.parameters()).device
+    was_training = model.training
+    model.eval()
+    sampler = TokenBudgetSampler([len(s) for s in data.val_src], max_tokens,
+                                 [len(t) + 1 for t in data.val_tgt], shuffle=False)
+    nll, tokens = 0.0, 0
+    for indices in sampler:
+        src, tgt_in, tgt_out = make_batch(data.val_src, data.val_tgt, indices, device)
+        logits = model(src, tgt_in)  # (B, T, V)
+        nll += float(label_smoothed_cross_entropy(logits.float(), tgt_out, 0.0, PAD_ID,
+                                                  reduction="sum"))
+        tokens += int((tgt_out != PAD_ID).sum())
+    bleu = float("nan")
+    n = min(bleu_sentences, len(data.val_src))
+    if n > 0:
+        hyps = translate_ids(model, data.val_src[:n], beam_size=1, max_tokens=max_tokens,
+                             device=device)
+        bleu = corpus_bleu(data.tokenizer.decode_batch(hyps), data.val_references[:n]).score
+    model.train(was_training)
+    return nll / tokens, math.exp(min(nll / tokens, 50.0)), bleu
+
+
+def train_variant(
+    config: TransformerConfig,
+    data: PreparedData,
+    *,
+    steps: int,
+    seed: int = 0,
+    d_k: int | None = None,
+    max_tokens: int = 1000,
+    warmup_steps: int = 100,
+    lr_factor: float = 1.0,
+    clip_norm: float | None = 1.0,
+    bleu_sentences: int = 100,
+    device: torch.device | str | None = None,
+    name: str = "variant",
+    overrides: Mapping[str, Any] | None = None,
+) -> AblationResult:
+    """Train one Transformer for ``steps`` optimizer steps, then evaluate it.
+
+    Section 5: token-budget batches of at most ``max_tokens`` padded tokens per side
+    (Section 5.1), teacher forcing with the label-smoothed loss of ``config.label_smoothing``
+    (Section 5.4), Adam with eq. 3's warmup schedule (Section 5.3), plus gradient clipping at
+    ``clip_norm`` (not in the paper; it keeps short, hot runs stable). The weights and the
+    batch order depend only on ``seed``, so two variants with the same seed see the same
+    batches in the same order. ``d_k`` applies :func:`restrict_key_size`.
+    """
+    from transformer_book.nn.transformer import Transformer, count_parameters
+
+    require(isinstance(config, TransformerConfig), "config", "a TransformerConfig",
+            type(config).__name__)
+    require(config.vocab_size == data.tokenizer.vocab_size, "config",
+            f"vocab_size={data.tokenizer.vocab_size} (the tokenizer's)", config.vocab_size)
+    require_positive_int(steps, "steps")
+    require_positive_int(seed, "seed", minimum=0)
+    device = get_device() if device is None else torch.device(device)
+    started = time.perf_counter()
+    set_seed(seed)
+    model = Transformer(config).to(device)
+    unused = restrict_key_size(model, d_k) if d_k is not None else 0
+    optimizer, scheduler = make_optimizer(model, config.d_model, warmup_steps, lr_factor)
+    sampler = TokenBudgetSampler([len(s) for s in data.train_src], max_tokens,
+                                 [len(t) + 1 for t in data.train_tgt], shuffle=True, seed=seed)
+    model.train()
+    losses: list[float] = []
+    epoch, batches = 0, iter(sampler)
+    while len(losses) < steps:
+        indices = next(batches, None)
+        if indices is None:  # epoch finished: the next one is shuffled differently
+            epoch += 1
+            sampler.set_epoch(epoch)
+            batches = iter(sampler)
+            continue
+        src, tgt_in, tgt_out = make_batch(data.train_src, data.train_tgt, indices, device)
+        logits = model(src, tgt_in)  # (B, S), (B, T) -> (B, T, V)
+        loss = label_smoothed_cross_entropy(logits, tgt_out, config.label_smoothing, PAD_ID)
+        loss.backward()
+        if clip_norm is not None:
+            torch.nn.utils.clip_grad_norm_(model.parameters(), clip_norm)
+        optimizer.step()
+        scheduler.step()
+        optimizer.zero_grad(set_to_none=True)
+        losses.append(float(loss.detach()))
+        if not math.isfinite(losses[-1]):
+            raise FloatingPointError(f"{name}: training loss became {losses[-1]} at step "
+                                     f"{len(losses)}; lower lr_factor or warm up longer")
+    val_nll, val_ppl, bleu = evaluate_variant(model, data, bleu_sentences=bleu_sentences,
+                                              device=device)
+    return AblationResult(
+        name=name, overrides=dict(overrides or {}), seed=seed,
+        num_parameters=count_parameters(model) - unused, steps=steps, train_losses=losses,
+        val_nll=val_nll, val_ppl=val_ppl, bleu=bleu,
+        bleu_sentences=min(bleu_sentences, len(data.val_src)),
+        seconds=time.perf_counter() - started,
+        extra={"epochs": epoch + 1, "d_k": d_k if d_k is not None else config.d_k})
+
+
+def run_ablation(
+    variants: Mapping[str, Mapping[str, Any]],
+    base: TransformerConfig,
+    data: PreparedData,
+    *,
+    steps: int,
+    seed: int = 0,
+    progress: bool = False,
+    **train_kwargs: Any,
+) -> list[AblationResult]:
+    """Train every variant of ``base`` (Section 6.2, Table 3) and return their results.
+
+    ``variants`` maps a row name to overrides: any :class:`TransformerConfig` field
+    (``num_heads``, ``dropout``, ``label_smoothing``, ``positional``, ...) plus ``d_k``
+    (reduced key size, :func:`restrict_key_size`) and ``seed`` (default ``seed``). An empty
+    dict is the baseline. ``train_kwargs`` go to :func:`train_variant` (``max_tokens``,
+    ``warmup_steps``, ``lr_factor``, ``bleu_sentences``, ``device`` ...).
+    """
+    require(isinstance(variants, Mapping) and len(variants) > 0, "variants",
+            "a non-empty dict of name -> overrides", repr(variants))
+    results = []
+    for name, overrides in variants.items():
+        require(isinstance(overrides, Mapping), f"variants[{name!r}]", "a dict of overrides",
+                repr(overrides))
+        fields = {k: v for k, v in overrides.items() if k not in EXTRA_KEYS}
+        config = base.replace(**fields)  # validates the field names and values
+        result = train_variant(config, data, steps=steps,
+                               seed=overrides.get("seed", seed), d_k=overrides.get("d_k"),
+                               name=name, overrides=overrides, **train_kwargs)
+        if progress:
+            print(f"{name:>24}: val ppl {result.val_ppl:6.2f}, BLEU {result.bleu:5.2f} "
+                  f"({result.seconds:.0f} s)", flush=True)
+        results.append(result)
+    return results
+
+
+def results_by_name(results: Sequence[AblationResult]) -> dict[str, AblationResult]:
+    """Index results by their variant name (names must be unique)."""
+    out = {r.name: r for r in results}
+    require(len(out) == len(results), "results", "unique variant names",
+            [r.name for r in results])
+    return out

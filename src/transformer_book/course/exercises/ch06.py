@@ -1,0 +1,108 @@
+"""Checkers for chapter 06 (multi-head attention)."""
+
+from __future__ import annotations
+
+import torch
+
+from transformer_book.course.exercises.core import (
+    attempt,
+    exercise,
+    expect_close,
+    expect_equal,
+    expect_tensor,
+    fresh_generator,
+)
+from transformer_book.nn.attention import MultiHeadAttention, causal_mask, padding_mask
+
+
+def _randint(low: int, high: int, generator: torch.Generator) -> int:
+    """An integer in [low, high]."""
+    return int(torch.randint(low, high + 1, (1,), generator=generator))
+
+
+@exercise("06.1", "split_heads")
+def check_split_heads(split_heads) -> str:
+    """``split_heads(x, h)``: ``(..., L, d_model)`` -> ``(..., h, L, d_model // h)``, head ``i``
+    holding columns ``i·d_k .. (i+1)·d_k`` of every position."""
+    generator = fresh_generator()
+    cases = []
+    for index in range(15):
+        batch = tuple(_randint(1, 3, generator) for _ in range(index % 3))  # 0, 1 or 2 dims
+        heads, d_k = _randint(1, 4, generator), _randint(1, 5, generator)
+        length = _randint(1, 6, generator)
+        x = torch.randn(*batch, length, heads * d_k, generator=generator, dtype=torch.float64)
+        cases.append((x, heads, f"x of shape {tuple(x.shape)} with h={heads}"))
+    x = torch.arange(2 * 3 * 8, dtype=torch.float64).view(2, 3, 8)
+    cases.append((x, 8, "h = d_model (every head gets one column)"))
+    cases.append((x, 1, "h = 1 (a single head holds everything)"))
+    for x, heads, what in cases:
+        d_k = x.shape[-1] // heads
+        # (..., L, d_model) -> (..., L, h, d_k) -> (..., h, L, d_k)
+        expected = x.unflatten(-1, (heads, d_k)).transpose(-3, -2)
+        received = attempt(split_heads, x.clone(), heads, what=what)
+        expect_tensor(received, what=what, shape=tuple(expected.shape))
+        expect_equal(received, expected, what=what)
+    return (
+        f"matched the reference on {len(cases)} fresh tensors with 0 to 2 leading dimensions, "
+        "including h = 1 and h = d_model; head i holds columns i·d_k to (i+1)·d_k"
+    )
+
+
+def _reference(query, key, value, weights, heads, mask) -> torch.Tensor:
+    w_q, w_k, w_v, w_o = weights
+    d_model = query.shape[-1]
+    layer = MultiHeadAttention(d_model, heads, bias=False).double()
+    with torch.no_grad():
+        layer.in_proj.weight.copy_(torch.cat([w_q.T, w_k.T, w_v.T]))  # rows [W^Q; W^K; W^V]ᵀ
+        layer.out_proj.weight.copy_(w_o.T)
+        out, _ = layer(query, key, value, mask=mask, need_weights=True)
+    return out
+
+
+@exercise("06.2", "multi_head_attention")
+def check_multi_head_attention(multi_head_attention) -> str:
+    """``multi_head_attention(query, key, value, W_q, W_k, W_v, W_o, h, mask=None)`` must equal
+    the package's ``MultiHeadAttention`` (no biases) for self- and cross-attention, with masks."""
+    generator = fresh_generator()
+    cases = []
+    for index in range(12):
+        batch, heads = _randint(1, 3, generator), _randint(1, 4, generator)
+        d_k = _randint(1, 4, generator)
+        d_model = heads * d_k
+        l_q = _randint(1, 6, generator)
+        cross = index % 2 == 1
+        l_k = _randint(1, 7, generator) if cross else l_q
+        query = torch.randn(batch, l_q, d_model, generator=generator, dtype=torch.float64)
+        key, value = query, query
+        if cross:
+            key, value = torch.randn(2, batch, l_k, d_model, generator=generator,
+                                     dtype=torch.float64).unbind(0)
+        weights = tuple(torch.randn(d_model, d_model, generator=generator, dtype=torch.float64)
+                        / d_model**0.5 for _ in range(4))
+        kind = ("no mask", "padding mask", "causal mask")[index % 3]
+        if kind == "padding mask":
+            ids = torch.randint(1, 9, (batch, l_k), generator=generator)
+            ids[0, _randint(0, l_k - 1, generator):] = 0  # pad the end of the first sequence
+            mask = padding_mask(ids, 0)  # (B, 1, 1, L_k)
+        elif kind == "causal mask" and l_q == l_k:
+            mask = causal_mask(l_q)  # (L, L)
+        else:
+            kind, mask = "no mask", None
+        what = (f"{'cross' if cross else 'self'}-attention with h={heads}, "
+                f"query {tuple(query.shape)}, key/value length {l_k}, {kind}")
+        cases.append((query, key, value, weights, heads, mask, what))
+    query = torch.randn(2, 4, 6, generator=generator, dtype=torch.float64)
+    mask = torch.ones(2, 1, 4, 4, dtype=torch.bool)
+    mask[1, 0, 2] = False  # query 2 of the second example sees no key
+    weights = tuple(torch.randn(6, 6, generator=generator, dtype=torch.float64) for _ in range(4))
+    cases.append((query, query, query, weights, 3, mask, "a query whose keys are all masked"))
+    for query, key, value, weights, heads, mask, what in cases:
+        expected = _reference(query, key, value, weights, heads, mask)
+        received = attempt(multi_head_attention, query.clone(), key.clone(), value.clone(),
+                           *(w.clone() for w in weights), heads,
+                           None if mask is None else mask.clone(), what=what)
+        expect_close(received, expected, what=what, atol=1e-9, rtol=1e-7)
+    return (
+        f"matched transformer_book's MultiHeadAttention (no biases) on {len(cases)} fresh cases: "
+        "self- and cross-attention, 1 to 4 heads, padding and causal masks, a fully masked query"
+    )

@@ -1,0 +1,160 @@
+"""Checkers for chapter 07 (cross-attention and the encoder-decoder)."""
+
+from __future__ import annotations
+
+import numbers
+
+import torch
+
+from transformer_book.course.exercises.core import (
+    ExerciseFailure,
+    attempt,
+    exercise,
+    expect_close,
+    fresh_generator,
+)
+from transformer_book.nn.attention import scaled_dot_product_attention
+from transformer_book.toy.aligner import alignment_accuracy, expected_alignment
+
+
+def _randint(low: int, high: int, generator: torch.Generator) -> int:
+    """An integer in [low, high]."""
+    return int(torch.randint(low, high + 1, (1,), generator=generator))
+
+
+def _pair(received, what: str) -> tuple:
+    if not (isinstance(received, tuple) and len(received) == 2):
+        raise ExerciseFailure(
+            f"for {what}, expected a tuple (output, weights), received {type(received).__name__}"
+        )
+    return received
+
+
+def _source_mask(lengths: torch.Tensor, width: int) -> torch.Tensor:
+    """True at the real tokens of right-padded sources: ``lengths (B,)`` -> ``(B, width)``."""
+    return torch.arange(width) < lengths[:, None]
+
+
+@exercise("07.1", "padded_cross_attention")
+def check_cross_attention(cross_attention) -> str:
+    """``padded_cross_attention(decoder_states, encoder_states, W_q, W_k, W_v, memory_mask=None)``
+    must equal the package's scaled dot-product attention with queries from the decoder and
+    keys and values from the encoder, padding masked."""
+    generator = fresh_generator()
+    cases = []
+    for index in range(16):
+        batch, l_q, l_k = (_randint(1, high, generator) for high in (4, 6, 7))
+        d_model = _randint(2, 8, generator)
+        d_k, d_v = _randint(1, 6, generator), _randint(1, 5, generator)
+        dec = torch.randn(batch, l_q, d_model, generator=generator, dtype=torch.float64)
+        enc = torch.randn(batch, l_k, d_model, generator=generator, dtype=torch.float64)
+        w_q = torch.randn(d_model, d_k, generator=generator, dtype=torch.float64)
+        w_k = torch.randn(d_model, d_k, generator=generator, dtype=torch.float64)
+        w_v = torch.randn(d_model, d_v, generator=generator, dtype=torch.float64)
+        if index % 3 == 0:
+            mask, kind = None, "no mask"
+        else:  # right padding: every source keeps at least its first token
+            lengths = torch.randint(1, l_k + 1, (batch,), generator=generator)
+            mask, kind = _source_mask(lengths, l_k), "a padded memory"
+        cases.append((dec, enc, w_q, w_k, w_v, mask,
+                      f"decoder_states {tuple(dec.shape)}, encoder_states {tuple(enc.shape)}, "
+                      f"d_k={d_k}, d_v={d_v} with {kind}"))
+    dec = torch.randn(2, 3, 4, generator=generator, dtype=torch.float64)
+    enc = torch.randn(2, 4, 4, generator=generator, dtype=torch.float64)
+    eye = torch.eye(4, dtype=torch.float64)
+    cases.append((dec, enc, eye, eye, eye, torch.tensor([[True] * 4, [True, True, False, False]]),
+                  "L_q=3 target positions, L_k=4 source positions, the second source padded"))
+    big = 20.0 * torch.randn(1, 2, 6, generator=generator, dtype=torch.float64)
+    big_memory = 20.0 * torch.randn(1, 5, 6, generator=generator, dtype=torch.float64)
+    w = torch.randn(6, 6, generator=generator, dtype=torch.float64)
+    cases.append((big, big_memory, w, w, w, torch.tensor([[True, True, True, False, False]]),
+                  "large scores (a nearly one-hot alignment) and padding"))
+    for dec, enc, w_q, w_k, w_v, mask, what in cases:
+        keys_ok = None if mask is None else mask[:, None, :]  # (B, L_k) -> (B, 1, L_k)
+        expected_out, expected_weights = scaled_dot_product_attention(
+            dec @ w_q, enc @ w_k, enc @ w_v, keys_ok
+        )
+        received = _pair(attempt(cross_attention, dec.clone(), enc.clone(), w_q.clone(),
+                                 w_k.clone(), w_v.clone(),
+                                 None if mask is None else mask.clone(), what=what), what)
+        expect_close(received[1], expected_weights, what=f"the weights for {what}",
+                     atol=1e-9, rtol=1e-7)
+        expect_close(received[0], expected_out, what=f"the output for {what}", atol=1e-9, rtol=1e-7)
+    return (
+        f"matched transformer_book's scaled_dot_product_attention(dec @ W_q, enc @ W_k, "
+        f"enc @ W_v) on {len(cases)} fresh inputs with L_q != L_k, d_v != d_k, with and without "
+        "a padded memory (zero weight on padding), and large scores"
+    )
+
+
+def _as_number(received, what: str) -> float:
+    if isinstance(received, torch.Tensor) and received.numel() == 1:
+        return float(received)
+    if isinstance(received, numbers.Real) and not isinstance(received, bool):
+        return float(received)
+    raise ExerciseFailure(f"for {what}, expected a number, received {type(received).__name__}")
+
+
+def _reference_accuracy(weights: torch.Tensor, lengths: torch.Tensor) -> float:
+    """Hits over all real output positions, via the package's per-example alignment check."""
+    hits, total = 0.0, 0
+    for b, n in enumerate(lengths.tolist()):
+        expected = expected_alignment("reverse", list(range(n)))
+        hits += alignment_accuracy(weights[b, :n, :], expected) * n
+        total += n
+    return hits / total
+
+
+def _random_alignments(batch: int, width: int, lengths: torch.Tensor, right: float,
+                       generator: torch.Generator) -> torch.Tensor:
+    """Softmax weights ``(B, T=width, S=width)``, zero on padding; a fraction ``right`` of the
+    real rows has its largest weight on the reversal's source position."""
+    scores = torch.randn(batch, width, width, generator=generator, dtype=torch.float64)
+    keys_ok = _source_mask(lengths, width)[:, None, :]  # (B, 1, S)
+    for b, n in enumerate(lengths.tolist()):
+        for t in range(width):
+            if t < n and float(torch.rand(1, generator=generator)) < right:
+                scores[b, t, n - 1 - t] += 8.0  # plant the correct alignment
+            elif t < n:
+                scores[b, t, n - 1 - t] -= 8.0  # make sure this row misses
+            else:
+                scores[b, t, _randint(0, n - 1, generator)] += 8.0  # a padded output row
+    weights = torch.softmax(scores.masked_fill(~keys_ok, float("-inf")), dim=-1)
+    return weights
+
+
+@exercise("07.2", "reversal_alignment_accuracy")
+def check_reversal_alignment_accuracy(reversal_alignment_accuracy) -> str:
+    """``reversal_alignment_accuracy(weights (B, T, S), src_lengths (B,))`` must give the
+    fraction of real output positions ``t < n_b`` whose largest weight sits on ``n_b - 1 - t``,
+    over the whole batch, padded rows ignored."""
+    generator = fresh_generator()
+    cases = []
+    for index in range(12):
+        batch, width = _randint(1, 5, generator), _randint(1, 9, generator)
+        lengths = torch.randint(1, width + 1, (batch,), generator=generator)
+        lengths[0] = width  # the longest source fills the padded width
+        right = (0.0, 0.5, 0.8, 1.0)[index % 4]
+        weights = _random_alignments(batch, width, lengths, right, generator)
+        cases.append((weights, lengths, f"weights {tuple(weights.shape)}, src_lengths "
+                                        f"{lengths.tolist()}"))
+    lengths = torch.tensor([1])
+    cases.append((torch.ones(1, 1, 1, dtype=torch.float64), lengths, "a single one-token source"))
+    lengths = torch.tensor([5, 2])
+    cases.append((_random_alignments(2, 5, lengths, 1.0, generator), lengths,
+                  "every real row right (padded rows point elsewhere)"))
+    lengths = torch.tensor([4, 4, 1])
+    cases.append((_random_alignments(3, 4, lengths, 0.0, generator), lengths,
+                  "no real row right"))
+    for weights, lengths, what in cases:
+        expected = _reference_accuracy(weights, lengths)
+        received = attempt(reversal_alignment_accuracy, weights.clone(), lengths.clone(),
+                           what=what)
+        value = _as_number(received, what)
+        expect_close(torch.tensor(value, dtype=torch.float64),
+                     torch.tensor(expected, dtype=torch.float64), what=what, atol=1e-9)
+    return (
+        f"matched the reference on {len(cases)} fresh padded batches of cross-attention "
+        "weights (accuracies from 0 to 1), ignoring the rows of padded outputs, one-token "
+        "sources included"
+    )

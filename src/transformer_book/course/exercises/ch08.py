@@ -1,0 +1,82 @@
+"""Checkers for chapter 08 (positional encoding)."""
+
+from __future__ import annotations
+
+import torch
+
+from transformer_book.course.exercises.core import (
+    ExerciseFailure,
+    attempt,
+    exercise,
+    expect_close,
+    expect_tensor,
+    fresh_generator,
+)
+from transformer_book.nn.positional import relative_offset_matrix, sinusoidal_encoding
+
+
+def _randint(low: int, high: int, generator: torch.Generator) -> int:
+    """An integer in [low, high]."""
+    return int(torch.randint(low, high + 1, (1,), generator=generator))
+
+
+def _float64(received, what: str, shape: tuple[int, ...]) -> torch.Tensor:
+    received = expect_tensor(received, what=what, shape=shape)
+    if not received.is_floating_point():
+        raise ExerciseFailure(f"for {what}, expected a floating-point tensor, received "
+                              f"dtype {received.dtype}")
+    return received.detach().to(torch.float64)
+
+
+@exercise("08.1", "sinusoid_table")
+def check_sinusoidal_encoding(candidate) -> str:
+    """``sinusoid_table(length, d_model, base=10000.0)`` must equal the package's table
+    ``(length, d_model)``: sin in even columns, cos in odd ones (Section 3.5)."""
+    generator = fresh_generator()
+    cases = []
+    for index in range(12):
+        length, d_model = _randint(1, 60, generator), 2 * _randint(1, 32, generator)
+        base = (10000.0, 10000.0, 100.0, float(_randint(2, 5000, generator)))[index % 4]
+        cases.append((length, d_model, base))
+    cases += [(1, 2, 10000.0), (50, 2, 10000.0), (1, 64, 10000.0), (64, 512, 10000.0)]
+    for length, d_model, base in cases:
+        what = f"length={length}, d_model={d_model}, base={base:g}"
+        expected = sinusoidal_encoding(length, d_model, base, dtype=torch.float64)
+        received = attempt(candidate, length, d_model, base=base, what=what)
+        expect_close(_float64(received, what, (length, d_model)), expected, what=what,
+                     atol=1e-5, rtol=0.0)
+    return (
+        f"matched transformer_book's sinusoidal_encoding on {len(cases)} fresh sizes (lengths "
+        "1 to 64, even d_model from 2 to 512, several bases)"
+    )
+
+
+@exercise("08.2", "offset_rotation")
+def check_offset_rotation(candidate) -> str:
+    """``offset_rotation(k, d_model, base=10000.0)`` must be the matrix ``M_k`` with
+    ``PE(pos + k) = M_k PE(pos)`` for every position: a block-diagonal rotation."""
+    generator = fresh_generator()
+    cases = []
+    for index in range(12):
+        d_model = 2 * _randint(1, 12, generator)
+        k = _randint(-30, 30, generator)
+        base = 10000.0 if index % 3 else float(_randint(2, 500, generator))
+        cases.append((k, d_model, base))
+    cases += [(0, 8, 10000.0), (1, 2, 10000.0), (-7, 16, 10000.0), (0.5, 6, 10000.0)]
+    for k, d_model, base in cases:
+        what = f"k={k}, d_model={d_model}, base={base:g}"
+        received = _float64(attempt(candidate, k, d_model, base=base, what=what), what,
+                            (d_model, d_model))
+        pe = sinusoidal_encoding(100, d_model, base, dtype=torch.float64)  # (100, d_model)
+        if float(k).is_integer():  # the defining property, on every row pos with pos + k in
+            rows = torch.arange(max(0, -int(k)), min(100, 100 - int(k)))  # the table
+            moved = pe[rows] @ received.T  # (n, d_model): M_k PE(pos) for each row
+            expect_close(moved, pe[rows + int(k)], what=f"PE(pos + k) = M_k PE(pos) with {what}",
+                         atol=1e-8, rtol=0.0)
+        expected = relative_offset_matrix(k, d_model, base)
+        expect_close(received, expected, what=what, atol=1e-8, rtol=0.0)
+    return (
+        f"M_k PE(pos) equalled PE(pos + k) for every position of a 100-row table, and M_k "
+        f"matched relative_offset_matrix, on {len(cases)} fresh offsets (negative, zero and "
+        "fractional), widths and bases"
+    )

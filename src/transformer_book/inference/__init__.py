@@ -1,0 +1,43 @@
+"""From a trained model to scored translations (Sections 6.1-6.2): greedy and beam search,
+the output-length limit, translating text, checkpoint averaging and sacreBLEU.
+"""
+
+from transformer_book.inference.decode import (
+    STOPPING_RULES,
+    beam_search,
+    greedy_decode,
+    length_penalty,
+    score_hypothesis,
+)
+from transformer_book.inference.scoring import (
+    BleuResult,
+    average_checkpoints,
+    corpus_bleu,
+)
+from transformer_book.inference.translate import (
+    TrainedModel,
+    decode_length,
+    encode_sources,
+    load_trained,
+    resolve_checkpoint,
+    translate,
+    translate_ids,
+)
+
+__all__ = [
+    "STOPPING_RULES",
+    "BleuResult",
+    "TrainedModel",
+    "average_checkpoints",
+    "beam_search",
+    "corpus_bleu",
+    "decode_length",
+    "encode_sources",
+    "greedy_decode",
+    "length_penalty",
+    "load_trained",
+    "resolve_checkpoint",
+    "score_hypothesis",
+    "translate",
+    "translate_ids",
+]

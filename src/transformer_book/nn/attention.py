@@ -1,0 +1,407 @@
+"""Attention, from weighted averages to multi-head attention (Vaswani et al., 2017).
+
+Section 3.2: "An attention function can be described as mapping a query and a set of
+key-value pairs to an output, where the query, keys, values, and output are all vectors.
+The output is computed as a weighted sum of the values, where the weight assigned to each
+value is computed by a compatibility function of the query with the corresponding key."
+
+This module holds, in the order the book meets them: scoring functions (dot, scaled dot,
+additive), :func:`scaled_dot_product_attention`, the padding and causal masks, and
+:class:`MultiHeadAttention`. Nadaraya–Watson attention pooling and the end-to-end memory
+network, which came before it, live in :mod:`transformer_book.baselines`.
+
+Masks are boolean and **True means "may attend"** throughout the package.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from transformer_book.util.validation import fail, require, require_positive_int, require_tensor
+
+__all__ = [
+    "AdditiveScore",
+    "MultiHeadAttention",
+    "causal_mask",
+    "dot_score",
+    "masked_softmax",
+    "padding_mask",
+    "scaled_dot_product_attention",
+    "scaled_dot_score",
+]
+
+
+# --------------------------------------------------------------------------- scores
+
+
+def _check_qk(q: torch.Tensor, k: torch.Tensor) -> None:
+    require_tensor(q, "q", floating=True)
+    require_tensor(k, "k", floating=True)
+    require(q.ndim >= 2, "q", "a tensor of shape (..., L_q, d_k)", f"shape {tuple(q.shape)}")
+    require(k.ndim >= 2, "k", "a tensor of shape (..., L_k, d_k)", f"shape {tuple(k.shape)}")
+    require(
+        q.shape[-1] == k.shape[-1], "k", f"last dimension d_k={q.shape[-1]} (as q)",
+        f"shape {tuple(k.shape)}",
+    )
+    try:
+        torch.broadcast_shapes(q.shape[:-2], k.shape[:-2])
+    except RuntimeError:
+        raise fail(
+            "k", f"batch dimensions broadcastable with q's {tuple(q.shape[:-2])}",
+            f"shape {tuple(k.shape)}",
+        ) from None
+
+
+def dot_score(q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
+    """Dot-product compatibility ``q · k``: ``q (..., L_q, d)``, ``k (..., L_k, d)`` -> scores
+    ``(..., L_q, L_k)``.
+
+    Section 3.2.1: "Dot-product attention is identical to our algorithm, except for the
+    scaling factor of 1/√d_k."
+    """
+    _check_qk(q, k)
+    return q @ k.transpose(-2, -1)  # (..., L_q, d) @ (..., d, L_k) -> (..., L_q, L_k)
+
+
+def scaled_dot_score(q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
+    """Scaled dot product ``q · k / √d_k``: ``q (..., L_q, d_k)``, ``k (..., L_k, d_k)`` ->
+    scores ``(..., L_q, L_k)``.
+
+    Section 3.2.1: "We suspect that for large values of d_k, the dot products grow large in
+    magnitude, pushing the softmax function into regions where it has extremely small
+    gradients. To counteract this effect, we scale the dot products by 1/√d_k."
+    """
+    return dot_score(q, k) / math.sqrt(q.shape[-1])
+
+
+class AdditiveScore(nn.Module):
+    """Additive (Bahdanau et al., 2015) compatibility ``w_v · tanh(W_q q + W_k k)``.
+
+    Section 3.2.1: "Additive attention computes the compatibility function using a
+    feed-forward network with a single hidden layer."
+
+    ``forward(q (..., L_q, q_dim), k (..., L_k, k_dim))`` -> scores ``(..., L_q, L_k)``.
+    """
+
+    def __init__(self, q_dim: int, k_dim: int, hidden: int) -> None:
+        super().__init__()
+        self.q_dim = require_positive_int(q_dim, "q_dim")
+        self.k_dim = require_positive_int(k_dim, "k_dim")
+        require_positive_int(hidden, "hidden")
+        self.w_q = nn.Linear(q_dim, hidden, bias=False)
+        self.w_k = nn.Linear(k_dim, hidden, bias=False)
+        self.w_v = nn.Linear(hidden, 1, bias=False)
+
+    def forward(self, q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
+        require_tensor(q, "q", floating=True)
+        require_tensor(k, "k", floating=True)
+        require(q.ndim >= 2 and q.shape[-1] == self.q_dim, "q", f"shape (..., L_q, {self.q_dim})",
+                f"shape {tuple(q.shape)}")
+        require(k.ndim >= 2 and k.shape[-1] == self.k_dim, "k", f"shape (..., L_k, {self.k_dim})",
+                f"shape {tuple(k.shape)}")
+        # (..., L_q, 1, hidden) + (..., 1, L_k, hidden) -> (..., L_q, L_k, hidden)
+        features = torch.tanh(self.w_q(q).unsqueeze(-2) + self.w_k(k).unsqueeze(-3))
+        return self.w_v(features).squeeze(-1)  # (..., L_q, L_k, 1) -> (..., L_q, L_k)
+
+
+# --------------------------------------------------------------------------- masks
+
+
+def _check_mask(mask: torch.Tensor, scores_shape: tuple[int, ...]) -> None:
+    require_tensor(mask, "mask")
+    require(mask.dtype == torch.bool, "mask", "a boolean tensor (True = may attend)",
+            f"dtype {mask.dtype}")
+    # Broadcastable to exactly the scores' shape: right-aligned, each dim 1 or equal. (A
+    # plain loop: torch.broadcast_shapes costs tens of µs, on every decoding step.)
+    ok = len(mask.shape) <= len(scores_shape) and all(
+        m in (1, s) for m, s in zip(reversed(mask.shape), reversed(scores_shape), strict=False))
+    require(ok, "mask", f"a shape broadcastable to {scores_shape}", f"shape {tuple(mask.shape)}")
+
+
+def masked_softmax(scores: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+    """Softmax over the last dimension that gives masked entries (mask False) weight zero.
+
+    Masked scores become the most negative finite number, so beside any unmasked score their
+    weight underflows to exactly zero. A row whose entries are all masked would come out
+    uniform instead; it gets all-zero weights (never NaN, finite gradients).
+    ``scores (..., L_q, L_k)``, ``mask`` boolean broadcastable to it.
+    """
+    if mask is None:
+        return torch.softmax(scores, dim=-1)
+    weights = torch.softmax(scores.masked_fill(~mask, torch.finfo(scores.dtype).min), dim=-1)
+    nothing_to_attend = ~mask.any(dim=-1, keepdim=True)  # (..., L_q or 1, 1): the small mask
+    if bool(nothing_to_attend.any()):
+        weights = weights.masked_fill(nothing_to_attend, 0.0)
+    return weights
+
+
+def padding_mask(ids: torch.Tensor, pad_id: int) -> torch.Tensor:
+    """Keys that are real tokens: ``ids (B, L)`` -> bool ``(B, 1, 1, L)``, True where
+    ``ids != pad_id``.
+
+    The shape broadcasts against attention scores ``(B, h, L_q, L_k)`` (every head, every
+    query sees the same keys). Combine with :func:`causal_mask` by ``&``.
+    """
+    require_tensor(ids, "ids", ndim=2)
+    require(not ids.is_floating_point(), "ids", "an integer tensor of token ids", ids.dtype)
+    require(isinstance(pad_id, int) and not isinstance(pad_id, bool), "pad_id", "an integer",
+            repr(pad_id))
+    return (ids != pad_id)[:, None, None, :]  # (B, L) -> (B, 1, 1, L)
+
+
+def causal_mask(length: int, device: torch.device | str | None = None) -> torch.Tensor:
+    """Lower-triangular bool ``(length, length)``: position i may attend to positions j <= i.
+
+    Section 3.2.3: "We need to prevent leftward information flow in the decoder to preserve
+    the auto-regressive property." Broadcasts against ``(B, h, L, L)`` scores.
+    """
+    require_positive_int(length, "length")
+    return torch.ones(length, length, dtype=torch.bool, device=device).tril()
+
+
+# --------------------------------------------------------------------------- attention
+
+# At most this many queries per head, on the CPU and without gradients, MultiHeadAttention's
+# fast path uses the explicit formula instead of the fused kernel (faster there, measured).
+FEW_QUERIES = 16
+
+
+def scaled_dot_product_attention(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    mask: torch.Tensor | None = None,
+    dropout_p: float = 0.0,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Section 3.2.1, Scaled Dot-Product Attention, the teaching path.
+
+    "We compute the dot products of the query with all keys, divide each by √d_k, and apply
+    a softmax function to obtain the weights on the values":
+    ``Attention(Q, K, V) = softmax(QKᵀ / √d_k) V``.
+
+    Shapes: ``q (..., L_q, d_k)``, ``k (..., L_k, d_k)``, ``v (..., L_k, d_v)``; ``mask``
+    boolean broadcastable to ``(..., L_q, L_k)``, True = may attend. Returns
+    ``output (..., L_q, d_v)`` and ``weights (..., L_q, L_k)`` (before dropout; rows sum to
+    one, or are all zero for a query whose keys are all masked, whose output is then zero).
+    ``dropout_p`` drops weights (Section 5.4) and is applied whenever it is positive.
+    """
+    _check_qk(q, k)
+    require_tensor(v, "v", floating=True)
+    require(v.ndim >= 2 and v.shape[-2] == k.shape[-2], "v", f"shape (..., L_k={k.shape[-2]}, d_v)",
+            f"shape {tuple(v.shape)}")
+    require(0.0 <= dropout_p < 1.0, "dropout_p", "a number in [0, 1)", repr(dropout_p))
+    if mask is not None:
+        batch = torch.broadcast_shapes(q.shape[:-2], k.shape[:-2])
+        _check_mask(mask, (*batch, q.shape[-2], k.shape[-2]))
+    return _attend(q, k, v, mask, dropout_p)
+
+
+def _attend(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None,
+    dropout_p: float,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """:func:`scaled_dot_product_attention` on inputs already checked (it and
+    :class:`MultiHeadAttention`'s decoding path both run this)."""
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])  # scaled_dot_score, (..., L_q, L_k)
+    weights = masked_softmax(scores, mask)  # (..., L_q, L_k)
+    used = F.dropout(weights, dropout_p) if dropout_p > 0 else weights
+    return used @ v, weights  # (..., L_q, L_k) @ (..., L_k, d_v) -> (..., L_q, d_v)
+
+
+
+
+class MultiHeadAttention(nn.Module):
+    """Section 3.2.2, Multi-Head Attention.
+
+    "Instead of performing a single attention function with d_model-dimensional keys, values
+    and queries, we found it beneficial to linearly project the queries, keys and values h
+    times with different, learned linear projections to d_k, d_k and d_v dimensions":
+    ``MultiHead(Q, K, V) = Concat(head_1, ..., head_h) W^O`` with
+    ``head_i = Attention(Q W_i^Q, K W_i^K, V W_i^V)`` and ``d_k = d_v = d_model / h``.
+
+    The three input projections are packed in ``in_proj`` (weight ``(3·d_model, d_model)``,
+    rows ``[W^Q; W^K; W^V]``, as in ``nn.MultiheadAttention``); ``out_proj`` is ``W^O``.
+
+    ``forward(query (B, L_q, d_model), key (B, L_k, d_model) = query, value = key,
+    mask=None, need_weights=False, kv=None, is_causal=False)`` returns
+    ``(output (B, L_q, d_model), weights (B, h, L_q, L_k) or None)``. ``mask`` is boolean,
+    True = may attend, shaped ``(L_q, L_k)``, ``(B, L_q, L_k)`` or broadcastable to
+    ``(B, h, L_q, L_k)`` (e.g. :func:`padding_mask`'s ``(B, 1, 1, L_k)``). ``is_causal``
+    adds the top-left :func:`causal_mask`. With ``need_weights=True`` the teaching path
+    (:func:`scaled_dot_product_attention`) runs and returns per-head weights; otherwise the
+    fast path (``torch.nn.functional.scaled_dot_product_attention``), except for a few
+    queries on the CPU without gradients (decoding steps, see :meth:`_fast_attention`).
+    Queries whose keys are all masked get a zero attention output on both paths (then
+    ``out_proj`` adds its bias).
+
+    KV cache: :meth:`project_kv` returns head-split ``(k, v)``, each ``(B, h, L_k, d_k)``;
+    ``forward(query, kv=(k, v))`` attends to them instead of projecting ``key``/``value``::
+
+        memory_kv = cross.project_kv(memory)            # cross-attention: once per sentence
+        out, _ = cross(y_t, kv=memory_kv)
+        k_t, v_t = self_attn.project_kv(y_t)            # self-attention: grow by one token
+        k, v = torch.cat([k, k_t], dim=2), torch.cat([v, v_t], dim=2)
+        out, _ = self_attn(y_t, kv=(k, v))              # no mask: the cache holds the past
+    """
+
+    def __init__(self, d_model: int, num_heads: int, dropout: float = 0.0, bias: bool = True):
+        super().__init__()
+        require_positive_int(d_model, "d_model")
+        require_positive_int(num_heads, "num_heads")
+        require(d_model % num_heads == 0, "num_heads", f"a divisor of d_model={d_model}",
+                num_heads)
+        require(0.0 <= dropout < 1.0, "dropout", "a number in [0, 1)", repr(dropout))
+        self.d_model, self.num_heads, self.d_k = d_model, num_heads, d_model // num_heads
+        self.dropout = float(dropout)
+        self.in_proj = nn.Linear(d_model, 3 * d_model, bias=bias)
+        self.out_proj = nn.Linear(d_model, d_model, bias=bias)
+        nn.init.xavier_uniform_(self.in_proj.weight)
+        if bias:
+            nn.init.zeros_(self.in_proj.bias)
+            nn.init.zeros_(self.out_proj.bias)
+
+    @classmethod
+    def from_torch(cls, m: nn.MultiheadAttention) -> MultiHeadAttention:
+        """Copy the weights of ``nn.MultiheadAttention`` (read with ``batch_first`` semantics)."""
+        require(isinstance(m, nn.MultiheadAttention), "m", "an nn.MultiheadAttention",
+                type(m).__name__)
+        require(m._qkv_same_embed_dim, "m", "kdim == vdim == embed_dim", (m.kdim, m.vdim))
+        require(m.bias_k is None and not m.add_zero_attn, "m",
+                "no add_bias_kv and no add_zero_attn", "a module using them")
+        ours = cls(m.embed_dim, m.num_heads, m.dropout, bias=m.in_proj_bias is not None)
+        ours = ours.to(device=m.in_proj_weight.device, dtype=m.in_proj_weight.dtype)
+        with torch.no_grad():
+            ours.in_proj.weight.copy_(m.in_proj_weight)
+            ours.out_proj.weight.copy_(m.out_proj.weight)
+            if m.in_proj_bias is not None:
+                ours.in_proj.bias.copy_(m.in_proj_bias)
+                ours.out_proj.bias.copy_(m.out_proj.bias)
+        return ours
+
+    def _split_heads(self, x: torch.Tensor, parts: int) -> tuple[torch.Tensor, ...]:
+        b, length = x.shape[:2]
+        # (B, L, parts·d_model) -> (B, L, parts, h, d_k) -> (parts, B, h, L, d_k); one copy
+        # into contiguous heads makes the fused kernels faster than strided views.
+        x = x.view(b, length, parts, self.num_heads, self.d_k).permute(2, 0, 3, 1, 4)
+        return tuple(x.contiguous().unbind(0))
+
+    def _check_input(self, x: torch.Tensor, name: str, batch: int | None) -> None:
+        require_tensor(x, name, ndim=3, floating=True)
+        require(x.shape[-1] == self.d_model, name, f"shape (B, L, d_model={self.d_model})",
+                f"shape {tuple(x.shape)}")
+        require(batch is None or x.shape[0] == batch, name,
+                f"batch size {batch} (as query)", f"shape {tuple(x.shape)}")
+
+    def project_kv(
+        self, key: torch.Tensor, value: torch.Tensor | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Project and head-split: ``key, value (B, L_k, d_model)`` -> two ``(B, h, L_k, d_k)``."""
+        value = key if value is None else value
+        self._check_input(key, "key", None)
+        self._check_input(value, "value", key.shape[0])
+        require(value.shape[1] == key.shape[1], "value", f"length L_k={key.shape[1]} (as key)",
+                f"shape {tuple(value.shape)}")
+        if value is key:
+            return self._split_heads(self._project(key, 1, 3), 2)  # packed W^K, W^V
+        (k,) = self._split_heads(self._project(key, 1, 2), 1)
+        (v,) = self._split_heads(self._project(value, 2, 3), 1)
+        return k, v
+
+    def _project(self, x: torch.Tensor, start: int, stop: int) -> torch.Tensor:
+        """Apply rows ``start·d_model : stop·d_model`` of ``in_proj`` (0 = Q, 1 = K, 2 = V)."""
+        rows = slice(start * self.d_model, stop * self.d_model)
+        bias = None if self.in_proj.bias is None else self.in_proj.bias[rows]
+        return F.linear(x, self.in_proj.weight[rows], bias)  # (B, L, d) -> (B, L, parts·d)
+
+    def _prepare_mask(
+        self, mask: torch.Tensor | None, is_causal: bool, shape: tuple[int, ...], device
+    ) -> tuple[torch.Tensor | None, bool]:
+        """Validate ``mask``, fold in ``is_causal``; say whether the result is exactly causal."""
+        if mask is not None:
+            require_tensor(mask, "mask")
+            require(mask.dtype == torch.bool, "mask", "a boolean tensor (True = may attend)",
+                    f"dtype {mask.dtype}")
+            if mask.ndim == 3:
+                mask = mask.unsqueeze(1)  # (B, L_q, L_k) -> (B, 1, L_q, L_k)
+            _check_mask(mask, shape)
+        if not is_causal and mask is not None and mask.ndim == 2 and shape[2] == shape[3]:
+            is_causal = torch.equal(mask, causal_mask(shape[2], device))  # spot a plain causal mask
+            mask = None if is_causal else mask
+        if is_causal:
+            causal = torch.ones(shape[-2:], dtype=torch.bool, device=device).tril()
+            return (causal, True) if mask is None else (mask & causal, False)
+        return mask, False
+
+    def forward(
+        self,
+        query: torch.Tensor,
+        key: torch.Tensor | None = None,
+        value: torch.Tensor | None = None,
+        mask: torch.Tensor | None = None,
+        need_weights: bool = False,
+        kv: tuple[torch.Tensor, torch.Tensor] | None = None,
+        is_causal: bool = False,
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """Attend from ``query`` to ``key``/``value`` (or ``kv``); see the class docstring."""
+        self._check_input(query, "query", None)
+        b, l_q, d = query.shape
+        if kv is not None:
+            require(key is None and value is None, "kv", "no key/value alongside kv",
+                    "key or value as well")
+            k, v = kv
+            for name, t in (("kv[0]", k), ("kv[1]", v)):
+                require_tensor(t, name, ndim=4, floating=True)
+                require(t.shape[:2] == (b, self.num_heads) and t.shape[3] == self.d_k, name,
+                        f"shape (B={b}, h={self.num_heads}, L_k, d_k={self.d_k})",
+                        f"shape {tuple(t.shape)}")
+            require(k.shape[2] == v.shape[2], "kv[1]", f"length L_k={k.shape[2]} (as kv[0])",
+                    f"shape {tuple(v.shape)}")
+            (q,) = self._split_heads(self._project(query, 0, 1), 1)
+        elif (key is None or key is query) and (value is None or value is query):
+            q, k, v = self._split_heads(self.in_proj(query), 3)  # packed self-attention
+        else:
+            key = query if key is None else key
+            self._check_input(key, "key", b)
+            (q,) = self._split_heads(self._project(query, 0, 1), 1)
+            k, v = self.project_kv(key, value)
+        shape = (b, self.num_heads, l_q, k.shape[2])
+        mask, only_causal = self._prepare_mask(mask, is_causal, shape, query.device)
+        dropout_p = self.dropout if self.training else 0.0
+        if need_weights:
+            out, weights = scaled_dot_product_attention(q, k, v, mask, dropout_p)
+        else:
+            out, weights = self._fast_attention(q, k, v, mask, only_causal, dropout_p), None
+        # (B, h, L_q, d_k) -> (B, L_q, h, d_k) -> (B, L_q, d_model)
+        out = out.transpose(1, 2).reshape(b, l_q, d)
+        return self.out_proj(out), weights
+
+    @staticmethod
+    def _fast_attention(
+        q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None,
+        only_causal: bool, dropout_p: float,
+    ) -> torch.Tensor:
+        """Fused attention (``F.scaled_dot_product_attention``), zero for fully masked queries.
+
+        Decoding asks for a few queries at a time (one per hypothesis and step, or the K
+        beams of a sentence against its source). On the CPU the fused kernel has a large
+        fixed cost per block of queries, and for at most :data:`FEW_QUERIES` queries without
+        gradients the explicit formula is faster (the decoding rows of
+        ``benchmarks/bench_sdpa.py`` measure it).
+        """
+        if (q.shape[-2] <= FEW_QUERIES and q.device.type == "cpu" and dropout_p == 0.0
+                and not torch.is_grad_enabled()):
+            return _attend(q, k, v, mask, 0.0)[0]
+        if mask is None:
+            return F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p)
+        if only_causal:  # exactly causal: let SDPA build the mask itself
+            return F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p, is_causal=True)
+        row_ok = mask.any(-1, keepdim=True)  # (..., L_q, 1): does the query see any key?
+        if bool(row_ok.all()):
+            return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p)
+        # Fully masked rows: let them attend everywhere (finite values and gradients), then zero.
+        out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask | ~row_ok, dropout_p=dropout_p)
+        return out * row_ok

@@ -1,0 +1,155 @@
+"""Configurations: the model's hyperparameters and a training run's settings.
+
+:class:`TransformerConfig` holds the numbers of Table 3 of *Attention Is All You Need*
+(Vaswani et al., 2017) -- N, d_model, d_ff, h, d_k, d_v, P_drop, ε_ls -- plus the choices the
+paper leaves implicit (positions, weight tying, LayerNorm placement). :class:`RunConfig` is
+what ``transformer-book train`` reads from a TOML file in ``configs/``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from transformer_book.util.validation import (
+    require,
+    require_positive_int,
+    require_probability,
+)
+
+POSITIONAL_KINDS = ("sinusoidal", "learned")
+
+# Table 3: "base" and "big" rows; "tiny" and "small" are this course's CPU sizes.
+PRESETS: dict[str, dict[str, Any]] = {
+    # Toy tasks and unit tests: trains in seconds on a CPU.
+    "tiny": dict(d_model=64, num_heads=4, num_encoder_layers=2, num_decoder_layers=2,
+                 d_ff=128, dropout=0.1),
+    # A Multi30k run on a laptop CPU (chapter 10).
+    "small": dict(d_model=256, num_heads=8, num_encoder_layers=3, num_decoder_layers=3,
+                  d_ff=1024, dropout=0.1),
+    # Table 3, "base": N=6, d_model=512, d_ff=2048, h=8, d_k=d_v=64, P_drop=0.1, ε_ls=0.1.
+    "base": dict(d_model=512, num_heads=8, num_encoder_layers=6, num_decoder_layers=6,
+                 d_ff=2048, dropout=0.1),
+    # Table 3, "big": N=6, d_model=1024, d_ff=4096, h=16, P_drop=0.3.
+    "big": dict(d_model=1024, num_heads=16, num_encoder_layers=6, num_decoder_layers=6,
+                d_ff=4096, dropout=0.3),
+}
+
+
+@dataclass(frozen=True)
+class TransformerConfig:
+    """Every hyperparameter of the encoder-decoder Transformer.
+
+    Table 3 (base model): N=6 layers, d_model=512, d_ff=2048, h=8, d_k=d_v=64,
+    P_drop=0.1, ε_ls=0.1. Section 5.4: "We apply dropout to the output of each sub-layer,
+    before it is added to the sub-layer input and normalized. In addition, we apply dropout
+    to the sums of the embeddings and the positional encodings" -- that is ``dropout``;
+    dropout on the attention weights is kept separate (``attention_dropout``, 0 by default).
+
+    Fields:
+        vocab_size: size of the (joint) vocabulary V; logits have shape (B, T, V).
+        d_model: width of every residual stream, (B, L, d_model).
+        num_heads: h; each head has d_k = d_v = d_model // h.
+        num_encoder_layers / num_decoder_layers: N for each stack.
+        d_ff: inner width of the position-wise feed-forward network (Section 3.3).
+        dropout: P_drop on sub-layer outputs and embedding sums (Section 5.4).
+        attention_dropout: dropout on attention weights (not in the paper; default 0).
+        max_len: number of positions the positional encoding covers.
+        pad_id / bos_id / eos_id: special token ids.
+        norm_first: False is the paper's post-LN ``LayerNorm(x + Sublayer(x))``;
+            True is pre-LN ``x + Sublayer(LayerNorm(x))``.
+        tie_embeddings: Section 3.4, "we share the same weight matrix between the two
+            embedding layers and the pre-softmax linear transformation" (joint vocabulary).
+        positional: "sinusoidal" (Section 3.5) or "learned" (Table 3, row E).
+        layer_norm_eps: ε of every LayerNorm.
+        label_smoothing: ε_ls (Section 5.4).
+    """
+
+    vocab_size: int
+    d_model: int = 512
+    num_heads: int = 8
+    num_encoder_layers: int = 6
+    num_decoder_layers: int = 6
+    d_ff: int = 2048
+    dropout: float = 0.1
+    attention_dropout: float = 0.0
+    max_len: int = 256
+    pad_id: int = 0
+    bos_id: int = 1
+    eos_id: int = 2
+    norm_first: bool = False
+    tie_embeddings: bool = True
+    positional: str = "sinusoidal"
+    layer_norm_eps: float = 1e-5
+    label_smoothing: float = 0.1
+
+    def __post_init__(self) -> None:
+        for name in ("vocab_size", "d_model", "num_heads", "num_encoder_layers",
+                     "num_decoder_layers", "d_ff", "max_len"):
+            require_positive_int(getattr(self, name), name)
+        for name in ("pad_id", "bos_id", "eos_id"):
+            value = getattr(self, name)
+            require_positive_int(value, name, minimum=0)
+            require(value < self.vocab_size, name, f"an id < vocab_size={self.vocab_size}", value)
+        require(len({self.pad_id, self.bos_id, self.eos_id}) == 3, "pad_id/bos_id/eos_id",
+                "three different ids", (self.pad_id, self.bos_id, self.eos_id))
+        require(self.d_model % self.num_heads == 0, "d_model",
+                f"a multiple of num_heads={self.num_heads}", self.d_model)
+        require_probability(self.dropout, "dropout")
+        require_probability(self.attention_dropout, "attention_dropout")
+        require_probability(self.label_smoothing, "label_smoothing")
+        require(self.positional in POSITIONAL_KINDS, "positional",
+                f"one of {POSITIONAL_KINDS}", repr(self.positional))
+        require(isinstance(self.norm_first, bool), "norm_first", "a bool", repr(self.norm_first))
+        require(isinstance(self.tie_embeddings, bool), "tie_embeddings", "a bool",
+                repr(self.tie_embeddings))
+        eps = self.layer_norm_eps
+        require(isinstance(eps, (int, float)) and not isinstance(eps, bool)
+                and math.isfinite(eps) and eps > 0, "layer_norm_eps", "a positive number",
+                repr(eps))
+
+    @property
+    def d_k(self) -> int:
+        """Query/key width per head, d_model / h (Section 3.2.2: 512 / 8 = 64)."""
+        return self.d_model // self.num_heads
+
+    @property
+    def d_v(self) -> int:
+        """Value width per head, d_model / h (Section 3.2.2)."""
+        return self.d_model // self.num_heads
+
+    @classmethod
+    def preset(cls, name: str, vocab_size: int, **overrides: Any) -> TransformerConfig:
+        """A named size ("tiny", "small", "base", "big") with ``overrides`` applied.
+
+        "base" and "big" are the rows of Table 3; "tiny" (toy tasks, tests) and "small"
+        (Multi30k on a CPU) are this course's.
+        """
+        require(name in PRESETS, "name", f"one of {sorted(PRESETS)}", repr(name))
+        _check_keys(overrides, "overrides")
+        return cls(vocab_size=vocab_size, **{**PRESETS[name], **overrides})
+
+    def to_dict(self) -> dict[str, Any]:
+        """The fields as a plain JSON/TOML-friendly dict."""
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> TransformerConfig:
+        """Inverse of :meth:`to_dict`; unknown keys raise a ``ValueError`` listing them."""
+        require(isinstance(d, dict), "d", "a dict", type(d).__name__)
+        _check_keys(d, "d")
+        return cls(**d)
+
+    def replace(self, **changes: Any) -> TransformerConfig:
+        """A copy with ``changes`` applied (validated like a new config)."""
+        _check_keys(changes, "changes")
+        return dataclasses.replace(self, **changes)
+
+
+def _check_keys(d: dict[str, Any], argument: str) -> None:
+    known = {f.name for f in dataclasses.fields(TransformerConfig)}
+    unknown = sorted(set(d) - known)
+    require(not unknown, argument, f"TransformerConfig fields {sorted(known)}",
+            f"unknown keys {unknown}")

@@ -1,0 +1,145 @@
+"""Positional encodings (Vaswani et al., 2017, Section 3.5).
+
+"Since our model contains no recurrence and no convolution, in order for the model to make
+use of the order of the sequence, we must inject some information about the relative or
+absolute position of the tokens in the sequence. To this end, we add 'positional encodings'
+to the input embeddings at the bottoms of the encoder and decoder stacks."
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import nn
+
+from transformer_book.util.validation import require, require_positive_int, require_tensor
+
+__all__ = [
+    "LearnedPositionalEmbedding",
+    "SinusoidalPositionalEncoding",
+    "relative_offset_matrix",
+    "sinusoidal_encoding",
+]
+
+
+def _require_even_d_model(d_model: int) -> int:
+    require_positive_int(d_model, "d_model")
+    require(d_model % 2 == 0, "d_model", "an even integer (sin/cos pairs)", d_model)
+    return d_model
+
+
+def _require_base(base: float) -> float:
+    ok = isinstance(base, (int, float)) and not isinstance(base, bool) and base > 1
+    require(ok, "base", "a number > 1", repr(base))
+    return float(base)
+
+
+def _frequencies(d_model: int, base: float, dtype: torch.dtype, device=None) -> torch.Tensor:
+    """``ω_i = 1 / base^{2i/d_model}`` for ``i = 0 .. d_model/2 - 1``: shape ``(d_model / 2,)``."""
+    two_i = torch.arange(0, d_model, 2, dtype=dtype, device=device)
+    return torch.exp(-two_i * (math.log(base) / d_model))
+
+
+def sinusoidal_encoding(
+    length: int,
+    d_model: int,
+    base: float = 10000.0,
+    *,
+    dtype: torch.dtype = torch.float32,
+    device: torch.device | str | None = None,
+) -> torch.Tensor:
+    """Section 3.5: ``PE(pos, 2i) = sin(pos / 10000^{2i/d_model})``, ``PE(pos, 2i+1) = cos(...)``.
+
+    "Each dimension of the positional encoding corresponds to a sinusoid. The wavelengths
+    form a geometric progression from 2π to 10000 · 2π." Returns ``(length, d_model)``;
+    ``d_model`` must be even.
+    """
+    require_positive_int(length, "length")
+    _require_even_d_model(d_model)
+    base = _require_base(base)
+    pos = torch.arange(length, dtype=torch.float64, device=device).unsqueeze(1)  # (L, 1)
+    angles = pos * _frequencies(d_model, base, torch.float64, device)  # (L, 1)·(d/2,) -> (L, d/2)
+    # (L, d/2) twice -> (L, d/2, 2) -> (L, d): sin in even columns, cos in odd ones
+    pe = torch.stack((angles.sin(), angles.cos()), dim=-1).reshape(length, d_model)
+    return pe.to(dtype)
+
+
+def relative_offset_matrix(
+    k: int | float, d_model: int, base: float = 10000.0, *, dtype: torch.dtype = torch.float64
+) -> torch.Tensor:
+    """The linear map ``M_k`` with ``PE(pos + k) = M_k @ PE(pos)`` for every ``pos``.
+
+    Section 3.5: "We chose this function because we hypothesized it would allow the model to
+    easily learn to attend by relative positions, since for any fixed offset k, PE_{pos+k} can
+    be represented as a linear function of PE_pos." ``M_k`` is block diagonal, ``(d_model,
+    d_model)``, each ``2 × 2`` block the rotation ``[[cos ω_i k, sin ω_i k], [-sin ω_i k,
+    cos ω_i k]]`` acting on ``(sin ω_i pos, cos ω_i pos)``. For rows of a ``(L, d_model)``
+    encoding: ``PE[pos + k] = PE[pos] @ M_k.T``.
+    """
+    require(isinstance(k, (int, float)) and not isinstance(k, bool), "k", "a number (offset)",
+            repr(k))
+    _require_even_d_model(d_model)
+    angles = float(k) * _frequencies(d_model, _require_base(base), torch.float64)  # (d/2,)
+    c, s = angles.cos(), angles.sin()
+    # four (d/2,) -> (d/2, 2, 2) rotation blocks
+    blocks = torch.stack((torch.stack((c, s), -1), torch.stack((-s, c), -1)), dim=-2)
+    return torch.block_diag(*blocks.unbind(0)).to(dtype)  # (d_model, d_model)
+
+
+class SinusoidalPositionalEncoding(nn.Module):
+    """Adds :func:`sinusoidal_encoding` to embeddings, then dropout (Section 5.4: "we apply
+    dropout to the sums of the embeddings and the positional encodings").
+
+    The table ``pe (max_len, d_model)`` is a non-persistent buffer, not a parameter.
+    ``forward(x (B, L, d_model), offset=0)`` -> ``(B, L, d_model)``, adding positions
+    ``offset .. offset + L - 1`` (``offset`` serves incremental decoding).
+    """
+
+    def __init__(self, d_model: int, max_len: int = 5000, dropout: float = 0.0) -> None:
+        super().__init__()
+        self.d_model = _require_even_d_model(d_model)
+        self.max_len = require_positive_int(max_len, "max_len")
+        require(0.0 <= dropout < 1.0, "dropout", "a number in [0, 1)", repr(dropout))
+        self.dropout = nn.Dropout(dropout)
+        self.register_buffer("pe", sinusoidal_encoding(max_len, d_model), persistent=False)
+
+    def forward(self, x: torch.Tensor, offset: int = 0) -> torch.Tensor:
+        _check_positions(x, self.d_model, self.max_len, offset)
+        pe = self.pe[offset : offset + x.shape[1]].to(x.dtype)  # (L, d_model)
+        return self.dropout(x + pe)  # (B, L, d_model) + (L, d_model) broadcasts over B
+
+
+class LearnedPositionalEmbedding(nn.Module):
+    """Learned positions (Section 3.5: "We also experimented with using learned positional
+    embeddings instead, and found that the two versions produced nearly identical results",
+    Table 3 row (E)): a trainable ``(max_len, d_model)`` table.
+
+    Same interface as :class:`SinusoidalPositionalEncoding`: ``forward(x (B, L, d_model),
+    offset=0)`` -> ``x + table[offset : offset + L]``, then dropout.
+    """
+
+    def __init__(self, max_len: int, d_model: int, dropout: float = 0.0) -> None:
+        super().__init__()
+        self.max_len = require_positive_int(max_len, "max_len")
+        self.d_model = require_positive_int(d_model, "d_model")
+        require(0.0 <= dropout < 1.0, "dropout", "a number in [0, 1)", repr(dropout))
+        self.embedding = nn.Embedding(max_len, d_model)
+        nn.init.normal_(self.embedding.weight, std=d_model**-0.5)
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(self, x: torch.Tensor, offset: int = 0) -> torch.Tensor:
+        _check_positions(x, self.d_model, self.max_len, offset)
+        pe = self.embedding.weight[offset : offset + x.shape[1]]  # (L, d_model)
+        return self.dropout(x + pe)  # (B, L, d_model) + (L, d_model) broadcasts over B
+
+
+def _check_positions(x: torch.Tensor, d_model: int, max_len: int, offset: int) -> None:
+    require_tensor(x, "x", ndim=3, floating=True)
+    require(x.shape[-1] == d_model, "x", f"shape (B, L, d_model={d_model})",
+            f"shape {tuple(x.shape)}")
+    require(isinstance(offset, int) and not isinstance(offset, bool) and offset >= 0, "offset",
+            "an integer >= 0", repr(offset))
+    require(offset + x.shape[1] <= max_len, "x",
+            f"offset + length <= max_len={max_len}",
+            f"length {x.shape[1]} at offset {offset} (up to position {offset + x.shape[1]})")

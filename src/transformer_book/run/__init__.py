@@ -1,0 +1,48 @@
+"""A training run on disk: its TOML configuration and its checkpoints (Section 6.1).
+"""
+
+from transformer_book.run.checkpoint import (
+    FORMAT_VERSION,
+    METADATA,
+    OPTIMIZER,
+    RNG,
+    TOKENIZER,
+    WEIGHTS,
+    average_checkpoints,
+    checkpoint_name,
+    list_checkpoints,
+    load_checkpoint,
+    prune_checkpoints,
+    save_checkpoint,
+)
+from transformer_book.run.config import (
+    PRECISIONS,
+    DataSection,
+    DecodeSection,
+    ModelSection,
+    RunConfig,
+    TrainSection,
+    load_run_config,
+)
+
+__all__ = [
+    "FORMAT_VERSION",
+    "METADATA",
+    "OPTIMIZER",
+    "PRECISIONS",
+    "RNG",
+    "TOKENIZER",
+    "WEIGHTS",
+    "DataSection",
+    "DecodeSection",
+    "ModelSection",
+    "RunConfig",
+    "TrainSection",
+    "average_checkpoints",
+    "checkpoint_name",
+    "list_checkpoints",
+    "load_checkpoint",
+    "load_run_config",
+    "prune_checkpoints",
+    "save_checkpoint",
+]

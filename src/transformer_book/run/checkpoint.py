@@ -1,0 +1,374 @@
+"""Checkpoints: safetensors weights, JSON metadata, atomic writes, resuming, averaging.
+
+A checkpoint is a folder::
+
+    step_00001000/
+        model.safetensors   the weights (tied tensors stored once, see below)
+        checkpoint.json     config, step, tokenizer, environment, sha256 of every file
+        rng.json            torch / CUDA / python / numpy RNG states (JSON-friendly,
+                            :mod:`transformer_book.util.rng`)
+        tokenizer.json      optional: the BPE tokenizer the model was trained with
+        optimizer.pt        optional: optimizer + scheduler state; plain tensors and numbers,
+                            so it loads with ``torch.load(weights_only=True)``
+
+The folder is written into a temporary sibling, fsynced, then renamed into place, so an
+interrupted save leaves the previous checkpoint intact. Section 6.1: "For the base models,
+we used a single model obtained by averaging the last 5 checkpoints, which were written at
+10-minute intervals" -- :func:`average_checkpoints`.
+
+Tied weights (Section 3.4 shares the embeddings and the pre-softmax projection) share one
+storage, which safetensors refuses to save twice: each group of identical tensors is stored
+under its first name and the others are recorded in ``checkpoint.json["tied"]``
+(``{dropped_name: kept_name}``) and restored on load.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import platform
+import shutil
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from safetensors.torch import load_file, save_file
+from torch import nn
+
+from transformer_book.util.rng import capture_rng_state, restore_rng_state
+from transformer_book.util.validation import fail, require, require_positive_int
+
+WEIGHTS = "model.safetensors"
+METADATA = "checkpoint.json"
+RNG = "rng.json"
+TOKENIZER = "tokenizer.json"
+OPTIMIZER = "optimizer.pt"
+FORMAT_VERSION = 1
+
+
+# --------------------------------------------------------------------------- file helpers
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _fsync(path: Path) -> None:
+    """Flush a file's (or folder's) contents to disk; folders may refuse on some systems."""
+    flags = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) if path.is_dir() else os.O_RDONLY
+    try:
+        fd = os.open(path, flags)
+    except OSError:  # pragma: no cover - e.g. folders on Windows
+        return
+    try:
+        os.fsync(fd)
+    except OSError:  # pragma: no cover
+        pass
+    finally:
+        os.close(fd)
+
+
+def _write_json(path: Path, data: Any) -> None:
+    path.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+
+
+def _json_ready(value: Any, argument: str) -> Any:
+    try:
+        return json.loads(json.dumps(value))
+    except (TypeError, ValueError) as error:
+        raise fail(argument, "JSON-serialisable values", f"{error}") from error
+
+
+def _split_tied(state: dict[str, torch.Tensor]) -> tuple[dict[str, torch.Tensor], dict[str, str]]:
+    """Store each group of identical (tied) tensors once; copy views that only overlap.
+
+    Returns ``(tensors_to_save, tied)`` with ``tied = {dropped_name: kept_name}``.
+    """
+    kept: dict[tuple, str] = {}
+    storages: set[tuple] = set()
+    tensors: dict[str, torch.Tensor] = {}
+    tied: dict[str, str] = {}
+    for name, tensor in state.items():
+        tensor = tensor.detach()
+        if tensor.numel() == 0:
+            tensors[name] = tensor.contiguous().clone()
+            continue
+        storage = (tensor.device, tensor.untyped_storage().data_ptr())
+        view = (*storage, tensor.storage_offset(), tuple(tensor.shape), tensor.stride(),
+                tensor.dtype)
+        if view in kept:
+            tied[name] = kept[view]
+            continue
+        shared = storage in storages
+        storages.add(storage)
+        kept[view] = name
+        # safetensors needs contiguous tensors that share no storage with any other.
+        tensors[name] = tensor.contiguous().clone() if shared or not tensor.is_contiguous() \
+            else tensor
+    return tensors, tied
+
+
+# ------------------------------------------------------------------------ save and load
+
+
+def checkpoint_name(step: int) -> str:
+    """The folder name of the checkpoint written after ``step`` updates: ``step_00001000``."""
+    return f"step_{require_positive_int(step, 'step', minimum=0):08d}"
+
+
+def save_checkpoint(
+    directory: str | Path,
+    model: nn.Module,
+    *,
+    config: dict[str, Any],
+    step: int,
+    tokenizer_path: str | Path | None = None,
+    tokenizer_json: str | None = None,
+    optimizer: torch.optim.Optimizer | None = None,
+    scheduler: Any | None = None,
+    extra: dict[str, Any] | None = None,
+    rng_state: dict[str, Any] | None = None,
+) -> Path:
+    """Write a checkpoint folder atomically and return its path.
+
+    Args:
+        directory: the checkpoint folder (e.g. ``runs/small/step_00001000``); replaced
+            atomically if it exists.
+        model: its ``state_dict()`` goes to ``model.safetensors``.
+        config: JSON-serialisable model/run configuration (e.g. ``TransformerConfig.to_dict()``).
+        step: number of optimizer updates so far.
+        tokenizer_path / tokenizer_json: a tokenizer file to copy, or its JSON text.
+        optimizer / scheduler: saved to ``optimizer.pt`` for resuming.
+        extra: any JSON-serialisable run state (losses, data position, ...).
+        rng_state: from :func:`capture_rng_state`; captured now when omitted.
+    """
+    require(isinstance(model, nn.Module), "model", "a torch.nn.Module", type(model).__name__)
+    require_positive_int(step, "step", minimum=0)
+    require(tokenizer_path is None or tokenizer_json is None, "tokenizer_path/tokenizer_json",
+            "at most one of them", "both")
+    config = _json_ready(config, "config")
+    extra = _json_ready(extra or {}, "extra")
+    if tokenizer_path is not None:
+        require(Path(tokenizer_path).is_file(), "tokenizer_path", "an existing file",
+                str(tokenizer_path))
+    target = Path(directory)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    _recover(target)
+    temp = Path(tempfile.mkdtemp(prefix=f".{target.name}.tmp-", dir=target.parent))
+    try:
+        tensors, tied = _split_tied(model.state_dict())
+        save_file({k: v.cpu() for k, v in tensors.items()}, str(temp / WEIGHTS),
+                  metadata={"format": "pt", "tied": json.dumps(tied)})
+        if tokenizer_path is not None:
+            shutil.copyfile(tokenizer_path, temp / TOKENIZER)
+        elif tokenizer_json is not None:
+            (temp / TOKENIZER).write_text(tokenizer_json, encoding="utf-8")
+        if optimizer is not None or scheduler is not None:
+            torch.save({"optimizer": optimizer.state_dict() if optimizer else None,
+                        "scheduler": scheduler.state_dict() if scheduler else None},
+                       temp / OPTIMIZER)
+        _write_json(temp / RNG, rng_state if rng_state is not None else capture_rng_state())
+        files = sorted(p.name for p in temp.iterdir())
+        metadata = {
+            "format_version": FORMAT_VERSION,
+            "step": step,
+            "config": config,
+            "tokenizer": TOKENIZER if (temp / TOKENIZER).exists() else None,
+            "tied": tied,
+            "num_tensors": len(tensors),
+            "num_parameters": sum(p.numel() for p in model.parameters()),
+            "environment": {"torch": torch.__version__, "numpy": np.__version__,
+                            "python": platform.python_version(),
+                            "cuda_rng_states": torch.cuda.device_count()
+                            if torch.cuda.is_available() else 0},
+            "sha256": {name: _sha256(temp / name) for name in files},
+            "extra": extra,
+        }
+        _write_json(temp / METADATA, metadata)
+        for path in temp.iterdir():
+            _fsync(path)
+        _fsync(temp)
+        _swap_in(temp, target)
+    except BaseException:
+        shutil.rmtree(temp, ignore_errors=True)
+        raise
+    return target
+
+
+def _swap_in(temp: Path, target: Path) -> None:
+    """Rename ``temp`` to ``target``; an existing target is moved away first, then deleted."""
+    old = None
+    if target.exists():
+        old = Path(tempfile.mkdtemp(prefix=f".{target.name}.old-", dir=target.parent))
+        os.replace(target, old / "previous")
+    os.replace(temp, target)
+    _fsync(target.parent)
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)
+
+
+def _recover(target: Path) -> None:
+    """If a crash hit between the two renames of :func:`_swap_in`, put the old copy back."""
+    if target.exists():
+        return
+    backups = sorted(target.parent.glob(f".{target.name}.old-*/previous"))
+    if backups:
+        os.replace(backups[-1], target)
+
+
+def _read_metadata(directory: Path) -> dict[str, Any]:
+    _recover(directory)
+    meta_path = directory / METADATA
+    require(meta_path.is_file(), "directory", f"a checkpoint folder with {METADATA}",
+            str(directory))
+    try:
+        metadata = json.loads(meta_path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as error:
+        raise fail(str(meta_path), "valid JSON", f"{error}") from error
+    for name, digest in metadata.get("sha256", {}).items():
+        path = directory / name
+        require(path.is_file(), str(path), "a file listed in checkpoint.json", "missing")
+        actual = _sha256(path)
+        require(actual == digest, str(path), f"sha256 {digest} (corrupted or modified file)",
+                f"sha256 {actual}")
+    return metadata
+
+
+def _load_state(directory: Path, metadata: dict[str, Any], map_location: str | torch.device
+                ) -> dict[str, torch.Tensor]:
+    state = load_file(str(directory / WEIGHTS), device=str(map_location))
+    for dropped, kept in metadata.get("tied", {}).items():
+        state[dropped] = state[kept]
+    return state
+
+
+def _describe_mismatch(
+    expected: dict[str, torch.Tensor], got: dict[str, torch.Tensor], labels: str
+) -> str:
+    """Missing and unexpected names of ``got`` and its shape mismatches, ``labels`` first."""
+    missing = sorted(set(expected) - set(got))
+    unexpected = sorted(set(got) - set(expected))
+    shapes = [f"{k}: {tuple(got[k].shape)} vs {tuple(expected[k].shape)}"
+              for k in sorted(set(expected) & set(got)) if got[k].shape != expected[k].shape]
+    parts = []
+    if missing:
+        parts.append(f"missing {missing}")
+    if unexpected:
+        parts.append(f"unexpected {unexpected}")
+    if shapes:
+        parts.append(f"shape mismatches ({labels}) [{'; '.join(shapes)}]")
+    return ", ".join(parts)
+
+
+def load_checkpoint(
+    directory: str | Path,
+    model: nn.Module | None = None,
+    optimizer: torch.optim.Optimizer | None = None,
+    scheduler: Any | None = None,
+    map_location: str | torch.device = "cpu",
+    restore_rng: bool = False,
+) -> dict[str, Any]:
+    """Verify a checkpoint's hashes, load it into the given objects, return its metadata.
+
+    Every file listed in ``checkpoint.json`` must match its sha256 (a corrupted file raises
+    a ``ValueError`` naming it). Loading into a ``model`` whose tensors differ raises a
+    ``ValueError`` listing the missing and unexpected names and the shape mismatches.
+
+    Returns:
+        ``checkpoint.json``'s contents (``step``, ``config``, ``extra``, ...) plus
+        ``"rng_state"`` (for :func:`restore_rng_state`) and ``"directory"``; with
+        ``restore_rng=True`` the RNG states are restored here.
+    """
+    directory = Path(directory)
+    metadata = _read_metadata(directory)
+    if model is not None:
+        require(isinstance(model, nn.Module), "model", "a torch.nn.Module",
+                type(model).__name__)
+        state = _load_state(directory, metadata, map_location)
+        expected = model.state_dict()
+        problem = _describe_mismatch(expected, state, "checkpoint vs model")
+        require(not problem, "model", f"tensors matching the checkpoint in {directory}",
+                problem)
+        model.load_state_dict(state, strict=True)
+    if optimizer is not None or scheduler is not None:
+        path = directory / OPTIMIZER
+        require(path.is_file(), "optimizer", f"a checkpoint saved with optimizer state "
+                f"({OPTIMIZER})", f"no {OPTIMIZER} in {directory}")
+        saved = torch.load(path, map_location=map_location, weights_only=True)
+        for name, obj in (("optimizer", optimizer), ("scheduler", scheduler)):
+            if obj is not None:
+                require(saved.get(name) is not None, name, f"{name} state in {path}", "none")
+                obj.load_state_dict(saved[name])
+    rng_path = directory / RNG
+    rng_state = json.loads(rng_path.read_text(encoding="utf-8")) if rng_path.is_file() else None
+    if restore_rng:
+        require(rng_state is not None, "restore_rng", f"a checkpoint with {RNG}", "none")
+        restore_rng_state(rng_state)
+    return {**metadata, "rng_state": rng_state, "directory": str(directory)}
+
+
+# ------------------------------------------------------------------- runs and averaging
+
+
+def list_checkpoints(run_dir: str | Path, pattern: str = "step_*") -> list[Path]:
+    """Checkpoint folders in ``run_dir`` matching ``pattern``, sorted by their saved step."""
+    run_dir = Path(run_dir)
+    if not run_dir.is_dir():
+        return []
+    found = []
+    for path in run_dir.glob(pattern):
+        meta = path / METADATA
+        if path.is_dir() and meta.is_file():
+            with contextlib.suppress(json.JSONDecodeError, OSError):
+                found.append((int(json.loads(meta.read_text(encoding="utf-8"))["step"]), path))
+    return [path for _, path in sorted(found)]
+
+
+def prune_checkpoints(run_dir: str | Path, keep_last: int, pattern: str = "step_*") -> list[Path]:
+    """Delete all but the ``keep_last`` latest checkpoints; return the deleted folders."""
+    require_positive_int(keep_last, "keep_last")
+    doomed = list_checkpoints(run_dir, pattern)[:-keep_last]
+    for path in doomed:
+        shutil.rmtree(path)
+    return doomed
+
+
+def average_checkpoints(directories: Sequence[str | Path]) -> dict[str, torch.Tensor]:
+    """The element-wise mean of several checkpoints' weights (Section 6.1).
+
+    All must hold the same tensor names and shapes (differences are named in the
+    ``ValueError``). Floating-point tensors are averaged in float64 and cast back;
+    integer buffers are taken from the last checkpoint. Tied names are all present in the
+    result, so it loads with ``model.load_state_dict``.
+    """
+    require(isinstance(directories, Sequence) and not isinstance(directories, (str, bytes))
+            and len(directories) > 0, "directories", "a non-empty list of checkpoint folders",
+            repr(directories))
+    total: dict[str, torch.Tensor] = {}
+    first = None
+    last: dict[str, torch.Tensor] = {}
+    for directory in map(Path, directories):
+        state = _load_state(directory, _read_metadata(directory), "cpu")
+        if first is None:
+            first = directory
+            total = {k: v.double() if v.is_floating_point() else v for k, v in state.items()}
+        else:
+            problem = _describe_mismatch(total, state, "this vs first")
+            require(not problem, "directories", f"checkpoints shaped like {first}",
+                    f"{directory}: {problem}")
+            for k, v in state.items():
+                if v.is_floating_point():
+                    total[k] = total[k] + v.double()
+        last = state
+    n = len(directories)
+    return {k: (total[k] / n).to(v.dtype) if v.is_floating_point() else v.clone()
+            for k, v in last.items()}

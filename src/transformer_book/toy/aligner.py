@@ -1,0 +1,385 @@
+"""A small attention encoder-decoder whose cross-attention learns an alignment (chapter 07).
+
+Section 3.2.3: "In "encoder-decoder attention" layers, the queries come from the previous
+decoder layer, and the memory keys and values come from the output of the encoder. This
+allows every position in the decoder to attend over all positions in the input sequence.
+This mimics the typical encoder-decoder attention mechanisms in sequence-to-sequence models
+such as [Bahdanau et al., 2015]."
+
+:class:`Aligner` is built only from the parts of Part II: token embeddings, a positional
+encoding (:mod:`transformer_book.nn.positional`) and
+:class:`~transformer_book.nn.attention.MultiHeadAttention` used three ways:
+
+- encoder self-attention over the source (padding mask on the keys);
+- decoder *masked* self-attention over the target prefix (causal mask);
+- decoder cross-attention: queries from the decoder, keys and values from the encoder output
+  (the *memory*), with the source padding mask.
+
+Each sub-layer is wrapped as ``LayerNorm(x + Sublayer(x))`` with a small feed-forward
+network after the attention, the arrangement chapter 09 explains; here they only make the
+toy model train quickly. The decoder's cross-attention has its own number of heads
+(``cross_heads``, default 1), so that its weights *are* the alignment and can be drawn.
+
+Token ids follow the course: ``<pad> <bos> <eos> <unk>`` = 0, 1, 2, 3; toy tokens start at 4
+(:func:`transformer_book.data.toy.make_toy_task`). Sequences are right padded.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from transformer_book.data.batching import pad_sequences
+from transformer_book.data.tokenizer import BOS_ID, EOS_ID, PAD_ID
+from transformer_book.data.toy import Example, require_examples
+from transformer_book.nn.attention import MultiHeadAttention, padding_mask
+from transformer_book.nn.positional import LearnedPositionalEmbedding, SinusoidalPositionalEncoding
+from transformer_book.util.validation import require, require_positive_int, require_tensor
+
+__all__ = [
+    "POSITION_KINDS",
+    "Aligner",
+    "AlignerConfig",
+    "DecoderBlock",
+    "EncoderBlock",
+    "NoPositions",
+    "alignment_accuracy",
+    "expected_alignment",
+    "greedy_decode",
+    "make_positions",
+    "sequence_accuracy",
+    "train_aligner",
+]
+
+POSITION_KINDS: tuple[str, ...] = ("sinusoidal", "learned", "none")
+
+
+class NoPositions(nn.Module):
+    """The identity, with the positional encodings' interface: ``forward(x, offset=0) -> x``.
+
+    A model built with it sees its input as a bag of tokens (chapter 08 shows what that costs).
+    """
+
+    def __init__(self, d_model: int) -> None:
+        super().__init__()
+        self.d_model = require_positive_int(d_model, "d_model")
+
+    def forward(self, x: torch.Tensor, offset: int = 0) -> torch.Tensor:
+        require_tensor(x, "x", ndim=3, floating=True)
+        return x
+
+
+def make_positions(kind: str, d_model: int, max_len: int) -> nn.Module:
+    """The positional layer ``kind`` (``"sinusoidal"``, ``"learned"`` or ``"none"``).
+
+    ``"sinusoidal"`` is Section 3.5's fixed table, ``"learned"`` a trainable ``(max_len,
+    d_model)`` table, ``"none"`` adds nothing. All map ``x (B, L, d_model)`` to the same shape.
+    """
+    require(kind in POSITION_KINDS, "kind", f"one of {list(POSITION_KINDS)}", repr(kind))
+    if kind == "sinusoidal":
+        return SinusoidalPositionalEncoding(d_model, max_len=max_len)
+    if kind == "learned":
+        return LearnedPositionalEmbedding(max_len, d_model)
+    return NoPositions(d_model)
+
+
+@dataclass(frozen=True)
+class AlignerConfig:
+    """Sizes of an :class:`Aligner`.
+
+    Attributes:
+        vocab_size: ids including the four specials (toy tasks use 16).
+        d_model: width of every vector.
+        num_heads: heads of the two self-attentions.
+        cross_heads: heads of the cross-attention (1: its weights are one alignment).
+        d_ff: inner width of the feed-forward networks.
+        encoder_layers, decoder_layers: how many blocks of each.
+        max_len: longest sequence the positional table covers.
+        positions: ``"sinusoidal"``, ``"learned"`` or ``"none"``.
+    """
+
+    vocab_size: int = 16
+    d_model: int = 32
+    num_heads: int = 4
+    cross_heads: int = 1
+    d_ff: int = 64
+    encoder_layers: int = 2
+    decoder_layers: int = 1
+    max_len: int = 64
+    positions: str = "sinusoidal"
+
+    def __post_init__(self) -> None:
+        require_positive_int(self.vocab_size, "vocab_size", minimum=5)
+        require_positive_int(self.d_model, "d_model")
+        for name in ("num_heads", "cross_heads"):
+            heads = require_positive_int(getattr(self, name), name)
+            require(self.d_model % heads == 0, name, f"a divisor of d_model={self.d_model}", heads)
+        require_positive_int(self.d_ff, "d_ff")
+        require_positive_int(self.encoder_layers, "encoder_layers")
+        require_positive_int(self.decoder_layers, "decoder_layers")
+        require_positive_int(self.max_len, "max_len")
+        require(self.positions in POSITION_KINDS, "positions", f"one of {list(POSITION_KINDS)}",
+                repr(self.positions))
+
+
+def _feed_forward(d_model: int, d_ff: int) -> nn.Sequential:
+    # (B, L, d_model) -> (B, L, d_ff) -> (B, L, d_model), the same weights at every position
+    return nn.Sequential(nn.Linear(d_model, d_ff), nn.ReLU(), nn.Linear(d_ff, d_model))
+
+
+class EncoderBlock(nn.Module):
+    """Self-attention over the source, then a feed-forward network, each ``LayerNorm(x + ·)``.
+
+    ``forward(x (B, S, d_model), mask (B, 1, 1, S) or None, need_weights=False)`` ->
+    ``(x (B, S, d_model), weights (B, h, S, S) or None)``.
+    """
+
+    def __init__(self, d_model: int, num_heads: int, d_ff: int) -> None:
+        super().__init__()
+        self.self_attn = MultiHeadAttention(d_model, num_heads)
+        self.ffn = _feed_forward(d_model, d_ff)
+        self.norm1, self.norm2 = nn.LayerNorm(d_model), nn.LayerNorm(d_model)
+
+    def forward(
+        self, x: torch.Tensor, mask: torch.Tensor | None = None, need_weights: bool = False
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        out, weights = self.self_attn(x, mask=mask, need_weights=need_weights)
+        x = self.norm1(x + out)
+        return self.norm2(x + self.ffn(x)), weights
+
+
+class DecoderBlock(nn.Module):
+    """Masked self-attention, cross-attention to the memory, then feed-forward; each wrapped as
+    ``LayerNorm(x + ·)``.
+
+    Section 3.2.3: the queries of the cross-attention "come from the previous decoder layer,
+    and the memory keys and values come from the output of the encoder".
+    ``forward(y (B, T, d_model), memory (B, S, d_model), memory_mask (B, 1, 1, S) or None,
+    need_weights=False)`` -> ``(y (B, T, d_model), cross weights (B, cross_heads, T, S) or
+    None)``.
+    """
+
+    def __init__(self, d_model: int, num_heads: int, cross_heads: int, d_ff: int) -> None:
+        super().__init__()
+        self.self_attn = MultiHeadAttention(d_model, num_heads)
+        self.cross_attn = MultiHeadAttention(d_model, cross_heads)
+        self.ffn = _feed_forward(d_model, d_ff)
+        self.norm1, self.norm2, self.norm3 = (nn.LayerNorm(d_model) for _ in range(3))
+
+    def forward(
+        self,
+        y: torch.Tensor,
+        memory: torch.Tensor,
+        memory_mask: torch.Tensor | None = None,
+        need_weights: bool = False,
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        out, _ = self.self_attn(y, is_causal=True)  # position t sees targets 0..t only
+        y = self.norm1(y + out)
+        out, weights = self.cross_attn(y, memory, memory, mask=memory_mask,
+                                       need_weights=need_weights)
+        y = self.norm2(y + out)
+        return self.norm3(y + self.ffn(y)), weights
+
+
+class Aligner(nn.Module):
+    """A small Transformer-style encoder-decoder for toy transductions (reverse, sort).
+
+    ``encode(src (B, S)) -> memory (B, S, d_model)``;
+    ``decode(tgt_in (B, T), memory, src, need_weights=False) -> (logits (B, T, vocab),
+    cross weights: one (B, cross_heads, T, S) per decoder block, or [])``;
+    ``forward(src, tgt_in) -> logits (B, T, vocab)``. Source and target share one embedding
+    table, scaled by √d_model (Section 3.4), then the positional encoding is added
+    (Section 3.5).
+    """
+
+    def __init__(self, config: AlignerConfig) -> None:
+        super().__init__()
+        require(isinstance(config, AlignerConfig), "config", "an AlignerConfig",
+                type(config).__name__)
+        self.config = config
+        d = config.d_model
+        self.pad_id = PAD_ID
+        self.embedding = nn.Embedding(config.vocab_size, d)
+        nn.init.normal_(self.embedding.weight, std=d**-0.5)  # × √d_model: entries of size ~1
+        self.positions = make_positions(config.positions, d, config.max_len)
+        self.encoder = nn.ModuleList(
+            EncoderBlock(d, config.num_heads, config.d_ff) for _ in range(config.encoder_layers)
+        )
+        self.decoder = nn.ModuleList(
+            DecoderBlock(d, config.num_heads, config.cross_heads, config.d_ff)
+            for _ in range(config.decoder_layers)
+        )
+        self.generator = nn.Linear(d, config.vocab_size)
+
+    def _embed(self, ids: torch.Tensor, name: str) -> torch.Tensor:
+        require_tensor(ids, name, ndim=2)
+        require(not ids.is_floating_point(), name, "an integer tensor of token ids", ids.dtype)
+        require(ids.shape[1] <= self.config.max_len, name,
+                f"at most max_len={self.config.max_len} positions", f"shape {tuple(ids.shape)}")
+        x = self.embedding(ids) * math.sqrt(self.config.d_model)  # (B, L) -> (B, L, d_model)
+        return self.positions(x)
+
+    def encode(self, src: torch.Tensor) -> torch.Tensor:
+        """Source ids ``(B, S)`` -> memory ``(B, S, d_model)``; padding is never attended to."""
+        x = self._embed(src, "src")
+        mask = padding_mask(src, self.pad_id)  # (B, 1, 1, S)
+        for block in self.encoder:
+            x, _ = block(x, mask)
+        return x
+
+    def decode(
+        self,
+        tgt_in: torch.Tensor,
+        memory: torch.Tensor,
+        src: torch.Tensor,
+        need_weights: bool = False,
+    ) -> tuple[torch.Tensor, list[torch.Tensor]]:
+        """Target prefix ``(B, T)`` and memory ``(B, S, d_model)`` -> logits ``(B, T, vocab)``
+        and, with ``need_weights``, each decoder block's cross-attention weights
+        ``(B, cross_heads, T, S)``."""
+        y = self._embed(tgt_in, "tgt_in")
+        require(memory.shape[:2] == src.shape, "memory", f"shape (B, S)={tuple(src.shape)} + "
+                "(d_model,), as src", f"shape {tuple(memory.shape)}")
+        memory_mask = padding_mask(src, self.pad_id)  # (B, 1, 1, S)
+        weights = []
+        for block in self.decoder:
+            y, w = block(y, memory, memory_mask, need_weights)
+            if need_weights:
+                weights.append(w)
+        return self.generator(y), weights
+
+    def forward(self, src: torch.Tensor, tgt_in: torch.Tensor) -> torch.Tensor:
+        logits, _ = self.decode(tgt_in, self.encode(src), src)
+        return logits
+
+
+# --------------------------------------------------------------------------- training
+
+
+def train_aligner(
+    model: Aligner,
+    examples: Sequence[Example],
+    steps: int,
+    batch_size: int = 64,
+    lr: float = 4e-3,
+    seed: int = 0,
+) -> list[float]:
+    """Teacher-forced training with Adam; returns the loss of every step.
+
+    Each step samples ``batch_size`` pairs, feeds ``<bos> y`` to the decoder and minimises
+    the cross-entropy of ``y <eos>`` over non-pad positions (Section 3.1: the decoder is
+    "auto-regressive, consuming the previously generated symbols as additional input").
+    The learning rate warms up linearly over the first 10% of the steps, then decays
+    linearly to zero. Runs on the device of the model's parameters.
+    """
+    steps = require_positive_int(steps, "steps")
+    batch_size = require_positive_int(batch_size, "batch_size")
+    require(isinstance(lr, (int, float)) and math.isfinite(lr) and lr > 0, "lr",
+            "a positive number", repr(lr))
+    require_examples(examples)
+    device = next(model.parameters()).device
+    generator = torch.Generator().manual_seed(seed)
+    optimizer = torch.optim.Adam(model.parameters(), lr=lr, betas=(0.9, 0.98))
+    warmup = max(1, steps // 10)
+    schedule = torch.optim.lr_scheduler.LambdaLR(
+        optimizer, lambda s: min((s + 1) / warmup, max(0.0, (steps - s) / (steps - warmup + 1)))
+    )
+    model.train()
+    losses = []
+    for _ in range(steps):
+        picks = torch.randint(len(examples), (batch_size,), generator=generator).tolist()
+        batch = [examples[i] for i in picks]
+        src = pad_sequences([s for s, _ in batch], PAD_ID).to(device)  # (B, S)
+        tgt_in = pad_sequences([[BOS_ID, *t] for _, t in batch], PAD_ID).to(device)  # (B, T)
+        tgt_out = pad_sequences([[*t, EOS_ID] for _, t in batch], PAD_ID).to(device)  # (B, T)
+        logits = model(src, tgt_in)  # (B, T, vocab)
+        loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]),  # (B·T, vocab)
+                               tgt_out.reshape(-1), ignore_index=PAD_ID)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+        schedule.step()
+        losses.append(loss.item())
+    model.eval()
+    return losses
+
+
+@torch.no_grad()
+def greedy_decode(
+    model: Aligner, src: torch.Tensor, max_len: int
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Greedy decoding of ``max_len`` tokens for ``src (B, S)``.
+
+    Returns ``tokens (B, max_len)`` (without ``<bos>``; cut them at the first ``<eos>``) and
+    the last decoder block's cross-attention weights ``(B, cross_heads, max_len, S)``: row
+    ``t`` is where output ``t`` looked in the source.
+    """
+    require_positive_int(max_len, "max_len")
+    was_training = model.training
+    model.eval()
+    memory = model.encode(src)  # computed once, reused at every step
+    tokens = torch.full((src.shape[0], 1), BOS_ID, dtype=torch.long, device=src.device)
+    for _ in range(max_len):
+        logits, _ = model.decode(tokens, memory, src)  # (B, t, vocab)
+        tokens = torch.cat([tokens, logits[:, -1].argmax(-1, keepdim=True)], dim=1)
+    _, weights = model.decode(tokens[:, :-1], memory, src, need_weights=True)
+    model.train(was_training)
+    return tokens[:, 1:], weights[-1]
+
+
+def sequence_accuracy(model: Aligner, examples: Sequence[Example], batch_size: int = 256) -> float:
+    """Fraction of ``examples`` whose greedy output equals the target exactly, then stops."""
+    require_examples(examples)
+    device = next(model.parameters()).device
+    correct = 0
+    for start in range(0, len(examples), batch_size):
+        chunk = examples[start:start + batch_size]
+        max_len = max(len(t) for _, t in chunk) + 1  # room for <eos>
+        src = pad_sequences([s for s, _ in chunk], PAD_ID).to(device)  # (B, S)
+        tokens, _ = greedy_decode(model, src, max_len)
+        for row, (_, tgt) in zip(tokens.tolist(), chunk, strict=True):
+            cut = row.index(EOS_ID) if EOS_ID in row else len(row)
+            correct += row[:cut] == list(tgt)
+    return correct / len(examples)
+
+
+# --------------------------------------------------------------------------- alignments
+
+
+def expected_alignment(task: str, source: Sequence[int]) -> list[list[int]]:
+    """For each output position, the source positions it should read (its *alignment*).
+
+    ``"copy"``: output ``i`` reads source ``i``; ``"reverse"``: source ``L - 1 - i``;
+    ``"sort"``: every source position that holds the ``i``-th smallest value (ties give
+    several).
+    """
+    require(task in ("copy", "reverse", "sort"), "task", "'copy', 'reverse' or 'sort'",
+            repr(task))
+    length = len(source)
+    require(length > 0, "source", "a non-empty list of ids", "[]")
+    if task == "copy":
+        return [[i] for i in range(length)]
+    if task == "reverse":
+        return [[length - 1 - i] for i in range(length)]
+    ordered = sorted(source)
+    return [[j for j, value in enumerate(source) if value == v] for v in ordered]
+
+
+def alignment_accuracy(weights: torch.Tensor, expected: Sequence[Sequence[int]]) -> float:
+    """Fraction of rows of ``weights (T, S)`` whose largest entry is in the expected positions.
+
+    ``expected[i]`` lists the acceptable source positions of output ``i`` (see
+    :func:`expected_alignment`); ``len(expected)`` must equal ``T``.
+    """
+    require_tensor(weights, "weights", ndim=2, floating=True)
+    require(len(expected) == weights.shape[0], "expected",
+            f"{weights.shape[0]} lists (one per row of weights)", f"{len(expected)} lists")
+    pairs = zip(weights, expected, strict=True)
+    hits = [int(row.argmax()) in set(allowed) for row, allowed in pairs]
+    return sum(hits) / len(hits)

@@ -1,0 +1,192 @@
+"""A one-layer attention model for a task that needs two relationships at once (chapter 06).
+
+Section 3.2.2: "Multi-head attention allows the model to jointly attend to information from
+different representation subspaces at different positions. With a single attention head,
+averaging inhibits this."
+
+The *neighbour task*: for every position of a random token sequence, predict two tokens,
+the one just before it and the one just after it. Each output needs its own relationship
+(look one step left, look one step right), and both retrieve the same kind of content, a
+token, so one softmax that attends to both neighbours returns their average and loses which
+was which. :class:`NeighbourModel` is as small as possible so that its heads can be read:
+token embeddings plus sinusoidal positions (:mod:`transformer_book.nn.positional`), one
+:class:`~transformer_book.nn.attention.MultiHeadAttention` layer, and a *linear* readout with
+two outputs per position (previous token, next token).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from transformer_book.nn.attention import MultiHeadAttention
+from transformer_book.nn.positional import SinusoidalPositionalEncoding
+from transformer_book.util.validation import require, require_positive_int, require_tensor
+
+__all__ = [
+    "IGNORE",
+    "RELATIONS",
+    "NeighbourModel",
+    "attention_by_offset",
+    "neighbour_accuracy",
+    "neighbour_task",
+    "train_neighbour_model",
+]
+
+#: Target id of outputs that do not exist (no token before the first, none after the last);
+#: ``F.cross_entropy(..., ignore_index=IGNORE)`` and :func:`neighbour_accuracy` skip them.
+IGNORE = -100
+#: The two outputs per position, in the order of the targets' last dimension.
+RELATIONS: tuple[str, str] = ("previous token", "next token")
+
+
+def neighbour_task(
+    batch_size: int,
+    length: int,
+    vocab_size: int,
+    generator: torch.Generator | None = None,
+    device: torch.device | str | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """A batch of the neighbour task.
+
+    Returns ``tokens (B, L)``, uniform random ids in ``[0, vocab_size)``, and ``targets
+    (B, L, 2)``: ``targets[b, i, 0] = tokens[b, i - 1]`` (the previous token) and
+    ``targets[b, i, 1] = tokens[b, i + 1]`` (the next token), with :data:`IGNORE` where that
+    neighbour does not exist. ``generator`` (on the CPU) makes the batch reproducible.
+    """
+    require_positive_int(batch_size, "batch_size")
+    require_positive_int(length, "length", minimum=2)
+    require_positive_int(vocab_size, "vocab_size", minimum=2)
+    tokens = torch.randint(0, vocab_size, (batch_size, length), generator=generator)
+    previous = torch.full_like(tokens, IGNORE)
+    following = torch.full_like(tokens, IGNORE)
+    previous[:, 1:] = tokens[:, :-1]  # position i gets token i - 1
+    following[:, :-1] = tokens[:, 1:]  # position i gets token i + 1
+    targets = torch.stack((previous, following), dim=-1)  # 2 x (B, L) -> (B, L, 2)
+    return tokens.to(device), targets.to(device)
+
+
+class NeighbourModel(nn.Module):
+    """Embeddings + sinusoidal positions -> one multi-head self-attention -> linear readout.
+
+    ``forward(tokens (B, L), need_weights=False)`` returns ``logits (B, L, 2, vocab_size)``
+    (index 0 of the third dimension predicts the previous token, 1 the next token, as in
+    :data:`RELATIONS`) and the attention ``weights (B, h, L, L)`` when ``need_weights``, else
+    None. There is no residual connection, no feed-forward network and no nonlinearity after
+    the attention, so everything the readout knows has come through the heads.
+    """
+
+    def __init__(self, vocab_size: int, d_model: int, num_heads: int, max_len: int = 64) -> None:
+        super().__init__()
+        self.vocab_size = require_positive_int(vocab_size, "vocab_size", minimum=2)
+        self.d_model = require_positive_int(d_model, "d_model")
+        self.num_heads = require_positive_int(num_heads, "num_heads")
+        require(d_model % num_heads == 0, "num_heads", f"a divisor of d_model={d_model}",
+                num_heads)
+        self.embedding = nn.Embedding(vocab_size, d_model)
+        self.positions = SinusoidalPositionalEncoding(d_model, max_len=max_len)
+        self.attention = MultiHeadAttention(d_model, num_heads)
+        self.readout = nn.Linear(d_model, 2 * vocab_size)
+
+    def forward(
+        self, tokens: torch.Tensor, need_weights: bool = False
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        require_tensor(tokens, "tokens", ndim=2)
+        require(not tokens.is_floating_point(), "tokens", "an integer tensor of token ids",
+                tokens.dtype)
+        require(bool(((tokens >= 0) & (tokens < self.vocab_size)).all()), "tokens",
+                f"ids in [0, {self.vocab_size})",
+                f"ids from {int(tokens.min())} to {int(tokens.max())}")
+        x = self.positions(self.embedding(tokens))  # (B, L) -> (B, L, d_model)
+        out, weights = self.attention(x, need_weights=need_weights)  # (B, L, d_model)
+        logits = self.readout(out)  # (B, L, 2·vocab)
+        # (B, L, 2·vocab) -> (B, L, 2, vocab): one distribution per relation
+        return logits.view(*tokens.shape, 2, self.vocab_size), weights
+
+
+def _loss(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    # (B, L, 2, V) -> (B·L·2, V) against (B, L, 2) -> (B·L·2,), edges ignored
+    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1),
+                           ignore_index=IGNORE)
+
+
+def train_neighbour_model(
+    model: NeighbourModel,
+    *,
+    steps: int,
+    batch_size: int = 64,
+    length: int = 12,
+    lr: float = 1e-2,
+    seed: int = 0,
+) -> list[float]:
+    """Train ``model`` with Adam on fresh batches of :func:`neighbour_task`; return the loss
+    of every step.
+
+    Batches come from a generator seeded with ``seed``, on the model's device; the loss is
+    the cross-entropy of both outputs, averaged over the positions where they exist.
+    """
+    require(isinstance(model, NeighbourModel), "model", "a NeighbourModel", type(model).__name__)
+    require_positive_int(steps, "steps")
+    require(isinstance(lr, (int, float)) and not isinstance(lr, bool) and lr > 0, "lr",
+            "a positive number", repr(lr))
+    require(isinstance(seed, int) and not isinstance(seed, bool) and seed >= 0, "seed",
+            "an integer >= 0", repr(seed))
+    device = next(model.parameters()).device
+    generator = torch.Generator().manual_seed(seed)
+    optimizer = torch.optim.Adam(model.parameters(), lr=lr)
+    model.train()
+    losses = []
+    for _ in range(steps):
+        tokens, targets = neighbour_task(batch_size, length, model.vocab_size, generator, device)
+        logits, _ = model(tokens)
+        loss = _loss(logits, targets)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        optimizer.step()
+        losses.append(loss.item())
+    model.eval()
+    return losses
+
+
+@torch.no_grad()
+def neighbour_accuracy(model: NeighbourModel, tokens: torch.Tensor,
+                       targets: torch.Tensor) -> torch.Tensor:
+    """Accuracy of each output over the positions where it exists: ``(2,)``, in the order of
+    :data:`RELATIONS` (previous token, next token).
+
+    ``tokens (B, L)`` and ``targets (B, L, 2)`` as returned by :func:`neighbour_task`.
+    """
+    require(isinstance(model, NeighbourModel), "model", "a NeighbourModel", type(model).__name__)
+    require_tensor(targets, "targets", ndim=3)
+    require(targets.shape == (*tokens.shape, 2), "targets",
+            f"shape {(*tokens.shape, 2)} (tokens' shape, then 2)", f"shape {tuple(targets.shape)}")
+    logits, _ = model(tokens)
+    exists = targets != IGNORE  # (B, L, 2)
+    correct = (logits.argmax(dim=-1) == targets) & exists  # (B, L, 2)
+    return correct.sum(dim=(0, 1)).double() / exists.sum(dim=(0, 1)).double()
+
+
+def attention_by_offset(weights: torch.Tensor, offsets: Sequence[int]) -> torch.Tensor:
+    """How much each head attends at each relative position: ``(h, len(offsets))``.
+
+    Entry ``[head, j]`` is the mean, over the batch and over the queries ``i`` for which
+    ``i + offsets[j]`` is a position, of ``weights[:, head, i, i + offsets[j]]``. For
+    ``offsets = (-1, 0, 1)`` it says how much weight a head gives the previous token, the
+    token itself and the next token. ``weights`` is ``(B, h, L, L)``.
+    """
+    require_tensor(weights, "weights", ndim=4, floating=True)
+    length = weights.shape[-1]
+    require(weights.shape[-2] == length, "weights", "shape (B, h, L, L) (self-attention)",
+            f"shape {tuple(weights.shape)}")
+    offsets = list(offsets)
+    require(len(offsets) > 0 and all(isinstance(o, int) and not isinstance(o, bool)
+                                     and abs(o) < length for o in offsets),
+            "offsets", f"a non-empty list of integers with |offset| < L={length}", offsets)
+    columns = []
+    for offset in offsets:
+        # the diagonal weights[..., i, i + offset]: (B, h, L - |offset|) -> mean -> (h,)
+        columns.append(weights.diagonal(offset=offset, dim1=-2, dim2=-1).mean(dim=(0, 2)))
+    return torch.stack(columns, dim=-1)  # (h, len(offsets))

@@ -1,0 +1,132 @@
+"""The reader's environment: device choice, seeding and a report of versions.
+
+Every chapter starts with ``set_seed(0)`` and ``device = get_device()`` so that it runs
+the same way on a laptop CPU, on Colab's GPU or on a workstation.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import random
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from importlib import metadata
+
+import numpy as np
+import torch
+
+DEVICE_ORDER = ("cuda", "mps", "cpu")
+
+_REPORTED_PACKAGES = (
+    "torch",
+    "numpy",
+    "tokenizers",
+    "sacrebleu",
+    "safetensors",
+    "matplotlib",
+    "transformer_book",
+)
+
+
+def _available(kind: str) -> bool:
+    if kind == "cuda":
+        return torch.cuda.is_available()
+    if kind == "mps":
+        return bool(getattr(torch.backends, "mps", None)) and torch.backends.mps.is_available()
+    return kind == "cpu"
+
+
+def get_device(prefer: str | None = None) -> torch.device:
+    """Return the device to compute on.
+
+    With ``prefer=None`` it picks the first available of cuda, mps and cpu. With
+    ``prefer="cuda"`` (or ``"mps"``/``"cpu"``, optionally with an index like
+    ``"cuda:1"``) it returns that device or raises ``ValueError`` saying what is missing.
+    """
+    if prefer is None:
+        return torch.device(next(kind for kind in DEVICE_ORDER if _available(kind)))
+    if not isinstance(prefer, str):
+        raise ValueError(f"prefer: expected None or one of {DEVICE_ORDER}, received {prefer!r}")
+    kind = prefer.split(":", 1)[0]
+    if kind not in DEVICE_ORDER:
+        raise ValueError(f"prefer: expected None or one of {DEVICE_ORDER}, received {prefer!r}")
+    if not _available(kind):
+        have = [k for k in DEVICE_ORDER if _available(k)]
+        raise ValueError(
+            f"prefer: {prefer!r} was requested but this machine has no {kind} device "
+            f"(available: {', '.join(have)}); call get_device() to pick the best available one"
+        )
+    return torch.device(prefer)
+
+
+@contextmanager
+def torch_threads(count: int) -> Iterator[None]:
+    """Run torch on ``count`` intra-op threads inside the block and restore the previous
+    setting after it (tiny models and timings are steadier on one thread)."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(count)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
+def set_seed(seed: int = 0) -> None:
+    """Seed Python's, NumPy's and PyTorch's generators (all devices) with ``seed``."""
+    if not isinstance(seed, int) or isinstance(seed, bool) or seed < 0:
+        raise ValueError(f"seed: expected a non-negative integer, received {seed!r}")
+    random.seed(seed)
+    np.random.seed(seed % 2**32)  # noqa: NPY002 - seeds the legacy global generator on purpose
+    torch.manual_seed(seed)
+
+
+def in_colab() -> bool:
+    """True when running inside Google Colab."""
+    return "google.colab" in sys.modules
+
+
+def _version(package: str) -> str:
+    try:
+        return metadata.version(package)
+    except metadata.PackageNotFoundError:
+        return "not installed"
+
+
+def environment_report() -> dict[str, object]:
+    """Versions, device and threads, as a dictionary (chapter 00 prints it).
+
+    Keys: ``python``, ``platform``, ``packages`` (name -> version), ``device``,
+    ``device_name``, ``cpu_count``, ``torch_threads``, ``in_colab``.
+    """
+    device = get_device()
+    if device.type == "cuda":
+        device_name = torch.cuda.get_device_name(device)
+    elif device.type == "mps":
+        device_name = "Apple GPU (Metal)"
+    else:
+        device_name = platform.processor() or platform.machine()
+    return {
+        "python": platform.python_version(),
+        "platform": platform.platform(terse=True),
+        "packages": {name: _version(name) for name in _REPORTED_PACKAGES},
+        "device": device.type,
+        "device_name": device_name,
+        "cpu_count": os.cpu_count(),
+        "torch_threads": torch.get_num_threads(),
+        "in_colab": in_colab(),
+    }
+
+
+def format_report(report: dict[str, object] | None = None) -> str:
+    """Render :func:`environment_report` as aligned ``key: value`` lines."""
+    report = environment_report() if report is None else report
+    lines = []
+    for key, value in report.items():
+        if isinstance(value, dict):
+            lines.append(f"{key}:")
+            lines.extend(f"  {name:<17} {version}" for name, version in value.items())
+        else:
+            lines.append(f"{key:<19} {value}")
+    return "\n".join(lines)

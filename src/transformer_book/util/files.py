@@ -1,0 +1,97 @@
+"""Files written so that a reader sees the old version or the whole new one, never half.
+
+Every file the package writes (run records, checkpoints' JSON, tokenizers, notebooks,
+benchmark records) goes through :func:`atomic_write_bytes`: a temporary file in the same
+folder, flushed to disk, then ``os.replace``. The new file gets the permissions any new
+file would get under the process's umask (0644 under umask 022), not ``mkstemp``'s 0600,
+so a shared server's other users can read it. Folders made with :func:`new_directory`
+likewise get 0755 under umask 022, not ``mkdtemp``'s 0700.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+__all__ = [
+    "atomic_write_bytes",
+    "atomic_write_json",
+    "atomic_write_text",
+    "fsync_path",
+    "new_directory",
+    "sha256_file",
+]
+
+
+def _umask() -> int:
+    mask = os.umask(0o022)  # reading the umask means setting it; put it straight back
+    os.umask(mask)
+    return mask
+
+
+def fsync_path(path: str | os.PathLike[str]) -> None:
+    """Flush a file's (or folder's) contents to disk; folders may refuse on some systems."""
+    path = Path(path)
+    flags = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) if path.is_dir() else os.O_RDONLY
+    try:
+        fd = os.open(path, flags)
+    except OSError:  # pragma: no cover - e.g. folders on Windows
+        return
+    try:
+        os.fsync(fd)
+    except OSError:  # pragma: no cover
+        pass
+    finally:
+        os.close(fd)
+
+
+def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> Path:
+    """Write ``data`` to ``path`` atomically (temporary file in the same folder, fsync,
+    ``os.replace``); the file's mode follows the umask. Returns the path."""
+    target = Path(path)
+    handle, temp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    try:
+        with os.fdopen(handle, "wb") as out:
+            out.write(data)
+            out.flush()
+            os.fsync(out.fileno())
+        os.chmod(temp, 0o666 & ~_umask())
+        os.replace(temp, target)
+    except BaseException:
+        Path(temp).unlink(missing_ok=True)
+        raise
+    return target
+
+
+def atomic_write_text(path: str | os.PathLike[str], text: str) -> Path:
+    """:func:`atomic_write_bytes` for text, encoded as UTF-8."""
+    return atomic_write_bytes(path, text.encode("utf-8"))
+
+
+def atomic_write_json(path: str | os.PathLike[str], data: Any, *, sort_keys: bool = False
+                      ) -> Path:
+    """:func:`atomic_write_text` of ``data`` as indented JSON and a final newline. NaN and
+    infinity are refused (``ValueError``) rather than written as invalid JSON."""
+    return atomic_write_text(path, json.dumps(data, indent=2, sort_keys=sort_keys,
+                                              allow_nan=False) + "\n")
+
+
+def new_directory(parent: str | os.PathLike[str], prefix: str) -> Path:
+    """A new, empty, uniquely named folder inside ``parent`` (``mkdtemp``), with the mode a
+    plain ``mkdir`` would give it under the umask (0755 under 022)."""
+    directory = Path(tempfile.mkdtemp(prefix=prefix, dir=parent))
+    os.chmod(directory, 0o777 & ~_umask())
+    return directory
+
+
+def sha256_file(path: str | os.PathLike[str]) -> str:
+    """The SHA-256 hex digest of a file's bytes, read in 1 MiB blocks."""
+    digest = hashlib.sha256()
+    with Path(path).open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()

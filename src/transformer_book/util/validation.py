@@ -1,0 +1,152 @@
+"""Argument checks shared by every module: one error class, one family of ``require_*``.
+
+Bad input must get a :class:`BookError` that names the argument, what was expected and
+what was received -- never a silent NaN or a crash deep inside torch. Every deliberate
+refusal in the package raises it (through these helpers), so the command line can tell a
+user's mistake (exit 2, one line) from a bug (a traceback).
+
+Checks run once, at the public entry points; none of them is called inside a module's
+``forward``, where a value check would synchronise the host with the device.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Collection, Sequence
+from typing import Any
+
+import torch
+
+__all__ = [
+    "BookError",
+    "fail",
+    "require",
+    "require_bool",
+    "require_finite_tensor",
+    "require_int",
+    "require_number",
+    "require_one_of",
+    "require_positive_int",
+    "require_positive_number",
+    "require_probability",
+    "require_tensor",
+]
+
+
+class BookError(ValueError):
+    """A deliberate refusal: ``"<argument>: expected <...>, received <...>"``.
+
+    A ``ValueError``, so ``except ValueError`` still catches it; the CLI catches this class
+    alone, so any other exception is a bug and shows its traceback.
+    """
+
+
+def fail(argument: str, expected: str, received: Any) -> BookError:
+    """Build the course's standard error: ``"<argument>: expected <...>, received <...>"``."""
+    return BookError(f"{argument}: expected {expected}, received {received}")
+
+
+def require(condition: bool, argument: str, expected: str, received: Any) -> None:
+    """Raise :func:`fail`'s :class:`BookError` unless ``condition`` holds."""
+    if not condition:
+        raise fail(argument, expected, received)
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def require_bool(value: Any, argument: str) -> bool:
+    """Return ``value`` if it is a ``bool`` (not 0/1, not a string)."""
+    require(isinstance(value, bool), argument, "True or False", repr(value))
+    return value
+
+
+def require_int(value: Any, argument: str, minimum: int | None = None,
+                maximum: int | None = None) -> int:
+    """Return ``value`` if it is an ``int`` (not a ``bool``) within ``[minimum, maximum]``."""
+    bounds = ("" if minimum is None else f" >= {minimum}") + (
+        "" if maximum is None else f"{' and' if minimum is not None else ''} <= {maximum}")
+    ok = (isinstance(value, int) and not isinstance(value, bool)
+          and (minimum is None or value >= minimum) and (maximum is None or value <= maximum))
+    require(ok, argument, f"an integer{bounds}", repr(value))
+    return value
+
+
+def require_positive_int(value: Any, argument: str, minimum: int = 1) -> int:
+    """Return ``value`` if it is an ``int`` >= ``minimum`` (1 unless given)."""
+    return require_int(value, argument, minimum=minimum)
+
+
+def require_number(value: Any, argument: str, minimum: float | None = None,
+                   maximum: float | None = None) -> float:
+    """Return ``value`` as a float if it is a finite real number within ``[minimum, maximum]``.
+
+    Strings (``"0.1"``), bools, NaN and infinities are refused.
+    """
+    bounds = ("" if minimum is None else f" >= {minimum:g}") + (
+        "" if maximum is None else f"{' and' if minimum is not None else ''} <= {maximum:g}")
+    ok = (_is_number(value) and math.isfinite(value)
+          and (minimum is None or value >= minimum) and (maximum is None or value <= maximum))
+    require(ok, argument, f"a finite number{bounds}", repr(value))
+    return float(value)
+
+
+def require_positive_number(value: Any, argument: str, allow_zero: bool = False) -> float:
+    """Return ``value`` as a float if it is a finite number > 0 (>= 0 with ``allow_zero``)."""
+    ok = _is_number(value) and math.isfinite(value) and (value >= 0 if allow_zero else value > 0)
+    require(ok, argument, f"a finite number {'>=' if allow_zero else '>'} 0", repr(value))
+    return float(value)
+
+
+def require_probability(value: Any, argument: str) -> float:
+    """Return ``value`` as a float if it lies in [0, 1); dropout rates and smoothing use this."""
+    ok = _is_number(value) and 0.0 <= value < 1.0
+    require(ok, argument, "a number in [0, 1)", repr(value))
+    return float(value)
+
+
+def require_one_of(value: Any, argument: str, choices: Collection[Any]) -> Any:
+    """Return ``value`` if it is one of ``choices``."""
+    try:
+        ok = value in choices
+    except TypeError:  # an unhashable value against a set
+        ok = False
+    require(ok, argument, f"one of {sorted(choices, key=str)}", repr(value))
+    return value
+
+
+def require_tensor(
+    value: Any,
+    argument: str,
+    *,
+    ndim: int | Sequence[int] | None = None,
+    dtype: torch.dtype | Sequence[torch.dtype] | None = None,
+    floating: bool = False,
+) -> torch.Tensor:
+    """Check that ``value`` is a tensor with the given rank and dtype; return it.
+
+    Reads only metadata (shape, dtype): no host-device synchronisation.
+    """
+    require(isinstance(value, torch.Tensor), argument, "a torch.Tensor", type(value).__name__)
+    if ndim is not None:
+        allowed = (ndim,) if isinstance(ndim, int) else tuple(ndim)
+        wanted = " or ".join(str(n) for n in allowed)
+        require(
+            value.ndim in allowed, argument, f"a {wanted}-D tensor", f"shape {tuple(value.shape)}"
+        )
+    if dtype is not None:
+        allowed_dtypes = (dtype,) if isinstance(dtype, torch.dtype) else tuple(dtype)
+        names = " or ".join(str(d) for d in allowed_dtypes)
+        require(value.dtype in allowed_dtypes, argument, f"dtype {names}", value.dtype)
+    if floating:
+        require(value.is_floating_point(), argument, "a floating-point tensor", value.dtype)
+    return value
+
+
+def require_finite_tensor(value: torch.Tensor, argument: str) -> torch.Tensor:
+    """Refuse NaN or infinity in a floating tensor. This reads the values, so it synchronises
+    with the device: call it at an entry point, never inside ``forward``."""
+    if value.is_floating_point() and not bool(torch.isfinite(value).all()):
+        raise fail(argument, "finite values", "NaN or infinity")
+    return value
