@@ -16,7 +16,7 @@ from transformer_book.data.batching import (
     collate_pairs,
     pad_sequences,
     padding_fraction,
-    padding_mask,
+    token_mask,
 )
 from transformer_book.data.tokenizer import BOS_ID, EOS_ID, PAD_ID
 
@@ -27,7 +27,7 @@ def test_pad_sequences_and_mask() -> None:
     ids = pad_sequences([[5, 6, 7], [8], [9, 10]], pad_id=PAD_ID)
     assert ids.dtype == torch.long and ids.shape == (3, 3)
     assert ids.tolist() == [[5, 6, 7], [8, 0, 0], [9, 10, 0]]
-    mask = padding_mask(ids, PAD_ID)
+    mask = token_mask(ids, PAD_ID)
     assert mask.dtype == torch.bool
     assert mask.tolist() == [[True, True, True], [True, False, False], [True, True, False]]
     assert pad_sequences([[1], []], pad_id=-1, length=4).tolist() == [[1, -1, -1, -1], [-1] * 4]
@@ -164,9 +164,9 @@ def test_bad_input() -> None:
     with pytest.raises(ValueError, match="sequences: expected a non-empty list"):
         pad_sequences([])
     with pytest.raises(ValueError, match="ids: expected a 2-D tensor, received shape"):
-        padding_mask(torch.zeros(3, dtype=torch.long))
+        token_mask(torch.zeros(3, dtype=torch.long))
     with pytest.raises(ValueError, match="ids: expected dtype"):
-        padding_mask(torch.zeros(2, 3))
+        token_mask(torch.zeros(2, 3))
     with pytest.raises(ValueError, match=r"batch\[0\]: expected a \(src_ids, tgt_ids\) pair"):
         collate_pairs([([1, 2],)])  # type: ignore[list-item]
     with pytest.raises(ValueError, match="batches: expected at least one batch"):

@@ -5,12 +5,12 @@ from __future__ import annotations
 import torch
 
 from transformer_book.course.exercises import run_check
-from transformer_book.data.batching import TokenBudgetSampler, pad_sequences, padding_mask
+from transformer_book.data.batching import TokenBudgetSampler, pad_sequences, token_mask
 
 
 def pad_and_mask(sequences, pad_id=0):
     ids = pad_sequences(sequences, pad_id=pad_id)
-    return ids, padding_mask(ids, pad_id=pad_id)
+    return ids, token_mask(ids, pad_id=pad_id)
 
 
 def bucket_by_length(lengths, max_tokens):

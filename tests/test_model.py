@@ -194,8 +194,8 @@ def test_teaching_path_equals_fast_path_and_returns_weights(positional: str) -> 
     src, tgt = ids(3, 6, seed=11, lengths=[6, 2, 4]), ids(3, 5, seed=12, lengths=[5, 3, 5])
     with torch.no_grad():
         fast = m.decode(tgt, m.encode(src), src)
-        memory, enc_w = m.encode(src, return_attention=True)
-        slow, dec_w = m.decode(tgt, memory, src, return_attention=True)
+        memory, enc_w = m.encode(src, need_weights=True)
+        slow, dec_w = m.decode(tgt, memory, src, need_weights=True)
     torch.testing.assert_close(slow, fast)
     torch.testing.assert_close(m(src, tgt), fast)  # forward = decode(encode(src))
     assert len(enc_w) == 2 and enc_w[0].shape == (3, 4, 6, 6)
@@ -235,8 +235,8 @@ def test_hypotheses_sharing_a_sentence_memory_equal_repeated_memory() -> None:
     with torch.no_grad():
         memory = m.encode(src)
         repeated = m.decode(tgt, memory.repeat_interleave(3, 0), src.repeat_interleave(3, 0),
-                            return_attention=True)
-        shared = m.decode(tgt, memory, src, return_attention=True)
+                            need_weights=True)
+        shared = m.decode(tgt, memory, src, need_weights=True)
         cache = m.new_cache()
         steps = [m.decode(tgt[:, i : i + 1], memory, src, cache=cache) for i in range(5)]
     torch.testing.assert_close(shared[0], repeated[0])

@@ -113,7 +113,7 @@ def test_positional_errors() -> None:
         module(torch.zeros(1, 4, 6))
     with pytest.raises(ValueError, match=r"offset: expected an integer >= 0"):
         module(torch.zeros(1, 4, 8), offset=-1)
-    learned = LearnedPositionalEmbedding(4, 8)
+    learned = LearnedPositionalEmbedding(8, 4)
     with pytest.raises(
         ValueError,
         match=r"x: expected offset \+ length <= max_len=4, received length 5",

@@ -83,7 +83,7 @@ def test_forward_shapes_and_padding_independence(attention: bool) -> None:
     short = torch.tensor([[5, 6, 7]])
     padded = torch.tensor([[5, 6, 7, 0, 0], [4, 5, 6, 7, 8]])
     tgt_in = torch.tensor([[1, 7, 6], [1, 8, 7]])
-    logits, weights = model(padded, tgt_in, return_attention=True)
+    logits, weights = model(padded, tgt_in, need_weights=True)
     assert logits.shape == (2, 3, VOCAB), "logits are (B, T, V)"
     alone = model(short, tgt_in[:1])
     torch.testing.assert_close(logits[:1], alone, rtol=1e-12, atol=1e-12)
@@ -117,7 +117,7 @@ def test_teacher_forcing_agrees_with_greedy_decoding(attention: bool) -> None:
     src = torch.tensor([[5, 6, 7, 0], [4, 9, 8, 7]])
     tokens, weights = model.greedy_decode(src, max_len=6, eos_id=99)  # never stops early
     tgt_in = torch.cat([torch.ones(2, 1, dtype=torch.long), tokens[:, :-1]], dim=1)
-    logits, forced_weights = model(src, tgt_in, return_attention=True)
+    logits, forced_weights = model(src, tgt_in, need_weights=True)
     assert torch.equal(logits.argmax(-1), tokens), "the same model step by step and at once"
     if attention:
         torch.testing.assert_close(forced_weights, weights)

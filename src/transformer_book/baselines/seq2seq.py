@@ -182,11 +182,11 @@ class Seq2SeqGRU(nn.Module):
         return self.out(state), state, None
 
     def forward(self, src: torch.Tensor, tgt_in: torch.Tensor,
-                return_attention: bool = False
+                need_weights: bool = False
                 ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor | None]:
         """Teacher forcing: ``src`` ``(B, S)``, ``tgt_in`` ``(B, T)`` (starting with ``<bos>``).
 
-        Returns logits ``(B, T, V)``; with ``return_attention`` also the weights ``(B, T, S)``
+        Returns logits ``(B, T, V)``; with ``need_weights`` also the weights ``(B, T, S)``
         (None without attention).
         """
         self._check_ids(tgt_in, "tgt_in")
@@ -196,14 +196,14 @@ class Seq2SeqGRU(nn.Module):
         if self.attention is None:  # nothing depends on the source but s_0: one fused call
             # (B, T, E) with s_0 (1, B, H) -> (B, T, H) -> (B, T, V)
             out = self.out(self.decoder(self.tgt_embed(tgt_in), state.unsqueeze(0))[0])
-            return (out, None) if return_attention else out
+            return (out, None) if need_weights else out
         logits, weights = [], []
         for t in range(tgt_in.shape[1]):
             step_logits, state, step_weights = self._step(tgt_in[:, t], state, enc_states, mask)
             logits.append(step_logits)
             weights.append(step_weights)
         out = torch.stack(logits, dim=1)  # T x (B, V) -> (B, T, V)
-        return (out, torch.stack(weights, dim=1)) if return_attention else out
+        return (out, torch.stack(weights, dim=1)) if need_weights else out
 
     @torch.no_grad()
     def greedy_decode(self, src: torch.Tensor, max_len: int, bos_id: int = BOS_ID,

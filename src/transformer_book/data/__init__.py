@@ -15,7 +15,7 @@ from transformer_book.data.batching import (
     collate_pairs,
     pad_sequences,
     padding_fraction,
-    padding_mask,
+    token_mask,
 )
 from transformer_book.data.multi30k import (
     MULTI30K_LANGUAGES,
@@ -71,9 +71,9 @@ __all__ = [
     "multi30k_path",
     "pad_sequences",
     "padding_fraction",
-    "padding_mask",
     "split_words",
     "story_vocabulary",
+    "token_mask",
     "toy_batches",
     "unknown_rate",
 ]

@@ -25,7 +25,7 @@ __all__ = [
     "collate_pairs",
     "pad_sequences",
     "padding_fraction",
-    "padding_mask",
+    "token_mask",
 ]
 
 
@@ -63,7 +63,7 @@ def pad_sequences(
     return out
 
 
-def padding_mask(ids: torch.Tensor, pad_id: int = PAD_ID) -> torch.Tensor:
+def token_mask(ids: torch.Tensor, pad_id: int = PAD_ID) -> torch.Tensor:
     """Boolean ``(B, L)`` mask, **True at real tokens** (True = may attend), False at padding.
 
     Section 3.2.3 masks illegal connections inside attention; padding positions are

@@ -119,7 +119,7 @@ class LearnedPositionalEmbedding(nn.Module):
     offset=0)`` -> ``x + table[offset : offset + L]``, then dropout.
     """
 
-    def __init__(self, max_len: int, d_model: int, dropout: float = 0.0) -> None:
+    def __init__(self, d_model: int, max_len: int, dropout: float = 0.0) -> None:
         super().__init__()
         self.max_len = require_positive_int(max_len, "max_len")
         self.d_model = require_positive_int(d_model, "d_model")

@@ -45,7 +45,7 @@ _ID_DTYPES = (torch.int64, torch.int32)
 def _positional(config: TransformerConfig) -> nn.Module:
     if config.positional == "sinusoidal":
         return SinusoidalPositionalEncoding(config.d_model, config.max_len, config.dropout)
-    return LearnedPositionalEmbedding(config.max_len, config.d_model, config.dropout)
+    return LearnedPositionalEmbedding(config.d_model, config.max_len, config.dropout)
 
 
 class Transformer(nn.Module):
@@ -123,17 +123,17 @@ class Transformer(nn.Module):
     # ------------------------------------------------------------------ the model
 
     def encode(
-        self, src_ids: torch.Tensor, return_attention: bool = False
+        self, src_ids: torch.Tensor, need_weights: bool = False
     ) -> torch.Tensor | tuple[torch.Tensor, list[torch.Tensor]]:
         """The encoder: ``src_ids (B, S)`` -> ``memory (B, S, d_model)``.
 
-        With ``return_attention`` the teaching path runs and the result is ``(memory,
+        With ``need_weights`` the teaching path runs and the result is ``(memory,
         weights)``, ``weights`` a list of one ``(B, h, S, S)`` tensor per layer.
         """
         self.check_ids(src_ids, "src_ids")
         x = self.src_pos(self.src_embed(src_ids) * self.embed_scale)  # (B, S, d_model)
-        memory, weights = self.encoder(x, self.source_mask(src_ids), return_attention)
-        return (memory, weights) if return_attention else memory
+        memory, weights = self.encoder(x, self.source_mask(src_ids), need_weights)
+        return (memory, weights) if need_weights else memory
 
     def decode(
         self,
@@ -141,7 +141,7 @@ class Transformer(nn.Module):
         memory: torch.Tensor,
         src_ids: torch.Tensor,
         cache: DecoderCache | None = None,
-        return_attention: bool = False,
+        need_weights: bool = False,
     ) -> torch.Tensor | tuple[torch.Tensor, dict[str, list[torch.Tensor]]]:
         """The decoder and the output projection: ``tgt_ids (N, T)``, ``memory (B, S,
         d_model)``, ``src_ids (B, S)`` (for its padding mask) -> ``logits (N, T, V)``.
@@ -154,7 +154,7 @@ class Transformer(nn.Module):
         at positions ``cache.length ...``, attend to the cached keys/values and are appended
         to them. Cached and uncached decoding give the same logits.
 
-        With ``return_attention`` the teaching path runs and the result is ``(logits,
+        With ``need_weights`` the teaching path runs and the result is ``(logits,
         {"self": [...], "cross": [...]})``: per layer, self-attention weights ``(N, h, T,
         cache.length + T)`` and cross-attention weights ``(N, h, T, S)`` (for alignment plots).
         """
@@ -171,9 +171,9 @@ class Transformer(nn.Module):
                 f"shape {tuple(tgt_ids.shape)}")
         y = self.tgt_pos(self.tgt_embed(tgt_ids) * self.embed_scale, offset)  # (B, T, d_model)
         y, self_w, cross_w = self.decoder(y, memory, self.source_mask(src_ids), cache,
-                                          return_attention)
+                                          need_weights)
         logits = self.generator(y)  # (B, T, d_model) -> (B, T, V)
-        return (logits, {"self": self_w, "cross": cross_w}) if return_attention else logits
+        return (logits, {"self": self_w, "cross": cross_w}) if need_weights else logits
 
     def forward(self, src_ids: torch.Tensor, tgt_ids: torch.Tensor) -> torch.Tensor:
         """``src_ids (B, S)``, ``tgt_ids (B, T)`` -> ``logits (B, T, V)`` (teacher forcing).
@@ -291,5 +291,5 @@ def cross_attention_weights(
     """
     with torch.no_grad():
         memory = model.encode(src_ids)
-        _, attention = model.decode(tgt_ids, memory, src_ids, return_attention=True)
+        _, attention = model.decode(tgt_ids, memory, src_ids, need_weights=True)
     return torch.stack(attention["cross"])  # L tensors (B, h, T, S) -> (L, B, h, T, S)

@@ -84,7 +84,7 @@ def make_positions(kind: str, d_model: int, max_len: int) -> nn.Module:
     if kind == "sinusoidal":
         return SinusoidalPositionalEncoding(d_model, max_len=max_len)
     if kind == "learned":
-        return LearnedPositionalEmbedding(max_len, d_model)
+        return LearnedPositionalEmbedding(d_model, max_len)
     return NoPositions(d_model)
 
 

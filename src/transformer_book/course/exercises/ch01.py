@@ -11,7 +11,7 @@ from transformer_book.course.exercises.core import (
     expect_tensor,
     fresh_generator,
 )
-from transformer_book.data.batching import TokenBudgetSampler, pad_sequences, padding_mask
+from transformer_book.data.batching import TokenBudgetSampler, pad_sequences, token_mask
 
 
 def _randint(low: int, high: int, generator: torch.Generator) -> int:
@@ -31,7 +31,7 @@ def _expect_same_rows(received: torch.Tensor, expected: torch.Tensor, *, what: s
 
 @exercise("01.1", "pad_and_mask")
 def check_pad_and_mask(pad_and_mask) -> str:
-    """``pad_and_mask(sequences, pad_id)`` must equal ``pad_sequences`` + ``padding_mask``."""
+    """``pad_and_mask(sequences, pad_id)`` must equal ``pad_sequences`` + ``token_mask``."""
     generator = fresh_generator()
     cases = []
     for _ in range(20):
@@ -53,7 +53,7 @@ def check_pad_and_mask(pad_and_mask) -> str:
     cases.append(([[7], [8, 9, 10, 11, 12]], 0, "lengths 1 and 5"))
     for sequences, pad_id, what in cases:
         expected_ids = pad_sequences(sequences, pad_id=pad_id)
-        expected_mask = padding_mask(expected_ids, pad_id=pad_id)
+        expected_mask = token_mask(expected_ids, pad_id=pad_id)
         received = attempt(pad_and_mask, [list(s) for s in sequences], pad_id, what=what)
         if not (isinstance(received, tuple) and len(received) == 2):
             raise ExerciseFailure(
@@ -74,7 +74,7 @@ def check_pad_and_mask(pad_and_mask) -> str:
         _expect_same_rows(mask, expected_mask, what=f"mask for {what} (True = real token)",
                           sequences=sequences)
     return (
-        f"matched pad_sequences and padding_mask on {len(cases)} fresh random batches, "
+        f"matched pad_sequences and token_mask on {len(cases)} fresh random batches, "
         "including pad ids other than 0, equal lengths and a single sequence"
     )
 
