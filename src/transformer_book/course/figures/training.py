@@ -12,12 +12,13 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from transformer_book.course.figures import PALETTE, as_array, new_figure
-from transformer_book.util.validation import require
+from transformer_book.util.validation import require, require_positive_int
 
 __all__ = [
     "label_smoothing_targets",
     "length_scatter",
     "lr_schedules",
+    "moving_average",
     "token_budget_batches",
     "training_curves",
 ]
@@ -130,12 +131,24 @@ def lr_schedules(
     return fig
 
 
-def _moving_average(values: np.ndarray, window: int) -> np.ndarray:
+def moving_average(values: Sequence[float] | np.ndarray, window: int, *, partial: bool = True
+                   ) -> np.ndarray:
+    """The mean of each ``window`` consecutive values, for smoothing noisy training curves.
+
+    ``partial=True`` keeps the length: the first ``window - 1`` points average the values
+    seen so far. ``partial=False`` keeps only full windows (``len(values) - window + 1``
+    points). A window of 1, or longer than the values, returns them unchanged.
+    """
+    require_positive_int(window, "window")
+    values = np.asarray(values, dtype=float)
     if window <= 1 or values.size < window:
         return values
     kernel = np.ones(window) / window
+    full = np.convolve(values, kernel, mode="valid")  # (n - window + 1,)
+    if not partial:
+        return full
     head = np.cumsum(values[: window - 1]) / np.arange(1, window)
-    return np.concatenate([head, np.convolve(values, kernel, mode="valid")])
+    return np.concatenate([head, full])
 
 
 def training_curves(
@@ -160,7 +173,7 @@ def training_curves(
         steps = as_array(run["step"], f"runs[{label!r}]['step']", 1)
         loss = as_array(run["loss"], f"runs[{label!r}]['loss']", 1, size=steps.size)
         name = "" if len(runs) == 1 else f"{label}: "
-        left.plot(steps, _moving_average(loss, smooth), color=colour,
+        left.plot(steps, moving_average(loss, smooth), color=colour,
                   label=f"{name}train (mean of {smooth} steps)")
         if run.get("eval_step") is not None and len(run["eval_step"]) > 0:
             eval_steps = as_array(run["eval_step"], f"runs[{label!r}]['eval_step']", 1)
