@@ -26,7 +26,7 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from transformer_book.course.figures import HEATMAP, PALETTE, as_array, new_figure
-from transformer_book.util.validation import require
+from transformer_book.util.validation import require, require_positive_int
 
 __all__ = ["attention_grid", "attention_heatmap", "draw_attention", "regression_fits"]
 
@@ -44,11 +44,6 @@ def _check_labels(labels: Sequence[Any] | None, size: int, argument: str) -> lis
     require(len(labels) == size, argument, f"{size} labels (one per {argument[0]} position)",
             f"{len(labels)} labels")
     return labels
-
-
-def _require_max_ticks(max_ticks: Any) -> None:
-    ok = isinstance(max_ticks, int) and not isinstance(max_ticks, bool) and max_ticks >= 1
-    require(ok, "max_ticks", "an integer >= 1", repr(max_ticks))
 
 
 def _ticks(labels: list[str] | None, size: int, max_ticks: int) -> tuple[np.ndarray, list[str]]:
@@ -95,7 +90,23 @@ def draw_attention(
                       interpolation="nearest")
     ax.grid(False)
     ax.spines[:].set_visible(False)
-    _require_max_ticks(max_ticks)
+    require_positive_int(max_ticks, "max_ticks")
+    _label_axes(ax, x_text, y_text, (rows, cols), max_ticks)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    if title:
+        ax.set_title(_wrap(title, _axes_width_inches(ax)))
+    if annotate is None:
+        annotate = max(rows, cols) <= ANNOTATE_MAX_SIDE
+    if annotate:
+        _write_values(ax, matrix, low + 0.5 * (high - low), fmt)
+    return image
+
+
+def _label_axes(ax: Any, x_text: list[str] | None, y_text: list[str] | None,
+                shape: tuple[int, int], max_ticks: int) -> None:
+    """Tick labels of a ``(rows, cols)`` heatmap; x labels turn 60° when they do not fit flat."""
+    rows, cols = shape
     positions, texts = _ticks(x_text, cols, max_ticks)
     y_longest = max(len(t) for t in _ticks(y_text, rows, max_ticks)[1])
     cells_width = _axes_width_inches(ax) - 0.55 - _CHAR_INCHES * y_longest  # minus y labels
@@ -106,21 +117,18 @@ def draw_attention(
     positions, texts = _ticks(y_text, rows, max_ticks)
     ax.set_yticks(positions, texts)
     ax.tick_params(length=0, labelsize=8 if max(rows, cols) > 15 else 9)
-    ax.set_xlabel(xlabel)
-    ax.set_ylabel(ylabel)
-    if title:
-        ax.set_title(_wrap(title, _axes_width_inches(ax)))
-    if annotate is None:
-        annotate = max(rows, cols) <= ANNOTATE_MAX_SIDE
-    if annotate:
-        middle = low + 0.5 * (high - low)
-        size = 8 if max(rows, cols) <= 8 else 6.5
-        for i in range(rows):
-            for j in range(cols):
-                value = matrix[i, j]
-                ax.text(j, i, format(value, fmt), ha="center", va="center", fontsize=size,
-                        color="black" if value > middle else "white")
-    return image
+
+
+def _write_values(ax: Any, matrix: np.ndarray, middle: float, fmt: str) -> None:
+    """Each entry of ``matrix (rows, cols)`` in its cell: black on light cells (above
+    ``middle``), white on dark ones."""
+    rows, cols = matrix.shape
+    size = 8 if max(rows, cols) <= 8 else 6.5
+    for i in range(rows):
+        for j in range(cols):
+            value = matrix[i, j]
+            ax.text(j, i, format(value, fmt), ha="center", va="center", fontsize=size,
+                    color="black" if value > middle else "white")
 
 
 def _wrap(title: str, width_inches: float) -> str:
@@ -150,7 +158,7 @@ def _longest(labels: Sequence[Any] | None, size: int, max_ticks: int) -> tuple[i
 def _panel_size(rows: int, cols: int, x_labels: Sequence[Any] | None,
                 y_labels: Sequence[Any] | None, max_ticks: int) -> tuple[float, float]:
     """Width and height (inches) of one heatmap panel with its tick labels, no colour bar."""
-    _require_max_ticks(max_ticks)
+    require_positive_int(max_ticks, "max_ticks")
     x_labels = _check_labels(x_labels, cols, "x_labels")
     y_labels = _check_labels(y_labels, rows, "y_labels")
     cells_w = min(max(0.42 * cols, 2.0), 6.0)
@@ -211,6 +219,47 @@ def _per_panel(labels: Any, count: int, argument: str) -> list[Sequence[Any] | N
     return [labels] * count
 
 
+def _as_matrices(weights_list: Any) -> list[np.ndarray]:
+    """The panels of :func:`attention_grid`: a sequence of 2-D matrices, or the ``n``
+    matrices of a 3-D tensor ``(n, L_q, L_k)``."""
+    if hasattr(weights_list, "detach") and weights_list.ndim == 3:
+        weights_list = list(weights_list.unbind(0))
+    require(isinstance(weights_list, Sequence) and len(weights_list) > 0, "weights_list",
+            "a non-empty sequence of 2-D matrices or a 3-D tensor", type(weights_list).__name__)
+    return [as_array(w, f"weights_list[{i}]", 2) for i, w in enumerate(weights_list)]
+
+
+def _largest_panel(matrices: Sequence[np.ndarray], x_per: Sequence[Any], y_per: Sequence[Any],
+                   max_ticks: int) -> tuple[float, float]:
+    """Width and height (inches) that fit every panel of a grid, each at most 5.5."""
+    sizes = [_panel_size(*m.shape, x, y, max_ticks)
+             for m, x, y in zip(matrices, x_per, y_per, strict=True)]
+    return min(max(w for w, _ in sizes), 5.5), min(max(h for _, h in sizes), 5.5)
+
+
+def _fill_grid(axes: np.ndarray, matrices: Sequence[np.ndarray], x_per: Sequence[Any],
+               y_per: Sequence[Any], titles: Sequence[str] | None, *, xlabel: str, ylabel: str,
+               **draw: Any) -> Any:
+    """Draw matrix ``i`` on panel ``i`` of ``axes (nrows, ncols)`` and hide the panels left
+    over; only the left column gets ``ylabel`` and only the lowest panel of each column
+    ``xlabel``. Returns the last image (for the shared colour bar)."""
+    nrows, ncols = axes.shape
+    count = len(matrices)
+    image = None
+    for index, ax in enumerate(axes.flat):
+        if index >= count:
+            ax.set_visible(False)
+            continue
+        row, col = divmod(index, ncols)
+        image = draw_attention(
+            ax, matrices[index], x_per[index], y_per[index],
+            titles[index] if titles is not None else "",
+            xlabel=xlabel if row == nrows - 1 or index + ncols >= count else "",
+            ylabel=ylabel if col == 0 else "", **draw,
+        )
+    return image
+
+
 def attention_grid(
     weights_list: Any,
     x_labels: Any = None,
@@ -240,46 +289,25 @@ def attention_grid(
     entry of all panels), so panels compare at a glance. Only the left column carries the
     y label and only the bottom row the x label.
     """
-    if hasattr(weights_list, "detach") and weights_list.ndim == 3:
-        weights_list = list(weights_list.unbind(0))
-    require(isinstance(weights_list, Sequence) and len(weights_list) > 0, "weights_list",
-            "a non-empty sequence of 2-D matrices or a 3-D tensor", type(weights_list).__name__)
-    matrices = [as_array(w, f"weights_list[{i}]", 2) for i, w in enumerate(weights_list)]
+    matrices = _as_matrices(weights_list)
     count = len(matrices)
     if titles is not None:
         titles = list(titles)
         require(len(titles) == count, "titles", f"{count} titles (one per panel)",
                 f"{len(titles)} titles")
-    if ncols is None:
-        ncols = min(count, 4)
-    require(isinstance(ncols, int) and ncols >= 1, "ncols", "an integer >= 1", repr(ncols))
-    ncols = min(ncols, count)
+    ncols = min(require_positive_int(min(count, 4) if ncols is None else ncols, "ncols"), count)
     nrows = math.ceil(count / ncols)
     x_per = _per_panel(x_labels, count, "x_labels")
     y_per = _per_panel(y_labels, count, "y_labels")
-    sizes = [_panel_size(*m.shape, x, y, max_ticks)
-             for m, x, y in zip(matrices, x_per, y_per, strict=True)]
-    auto_width = min(max(w for w, _ in sizes), 5.5)
-    auto_height = min(max(h for _, h in sizes), 5.5)
+    auto_width, auto_height = _largest_panel(matrices, x_per, y_per, max_ticks)
     width = (panel_width or auto_width) * ncols + 1.1  # + the colour bar
     height = (panel_height or auto_height) * nrows + (0.4 if suptitle else 0.0)
     fig, axes = new_figure(nrows, ncols, width=width, height=height)
     axes = np.atleast_1d(axes).reshape(nrows, ncols)
     high = max(float(m.max()) for m in matrices) if vmax is None else vmax
     low = min(float(m.min()) for m in matrices) if vmin is None else vmin
-    image = None
-    for index, ax in enumerate(axes.flat):
-        if index >= count:
-            ax.set_visible(False)
-            continue
-        row, col = divmod(index, ncols)
-        image = draw_attention(
-            ax, matrices[index], x_per[index], y_per[index],
-            titles[index] if titles is not None else "",
-            xlabel=xlabel if row == nrows - 1 or index + ncols >= count else "",
-            ylabel=ylabel if col == 0 else "",
-            annotate=annotate, vmin=low, vmax=high, fmt=fmt, max_ticks=max_ticks,
-        )
+    image = _fill_grid(axes, matrices, x_per, y_per, titles, xlabel=xlabel, ylabel=ylabel,
+                       annotate=annotate, vmin=low, vmax=high, fmt=fmt, max_ticks=max_ticks)
     fig.colorbar(image, ax=list(axes.flat[:count]), label=colorbar_label, shrink=0.9)
     if suptitle:
         fig.suptitle(suptitle)

@@ -13,12 +13,13 @@ Attention heatmaps come from :mod:`transformer_book.course.figures.attention`.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 from matplotlib.figure import Figure
 
 from transformer_book.course.figures import PALETTE, as_array, new_figure
-from transformer_book.util.validation import require
+from transformer_book.util.validation import require, require_positive_int
 
 __all__ = ["cost_per_layer", "line_panels", "variance_vs_dk"]
 
@@ -53,6 +54,18 @@ def variance_vs_dk(
     ax.set_title(title)
     ax.legend(fontsize=8)
     return fig
+
+
+def _plot_series(ax: Any, xs: np.ndarray, series: Mapping[str, Any], colours: dict[str, str],
+                 argument: str, *, positive: bool) -> None:
+    """One line with dots per entry of ``series`` (label -> one value per x), coloured by
+    label: ``colours`` remembers the colour of each label across panels."""
+    require(isinstance(series, Mapping) and len(series) > 0, argument,
+            "a non-empty mapping label -> values", type(series).__name__)
+    for label, values in series.items():
+        colour = colours.setdefault(label, PALETTE[len(colours) % len(PALETTE)])
+        ys = as_array(values, f"{argument}[{label!r}]", 1, size=len(xs), positive=positive)
+        ax.plot(xs, ys, marker="o", markersize=3.5, color=colour, label=label)
 
 
 def line_panels(
@@ -93,13 +106,7 @@ def line_panels(
     axes = np.atleast_1d(axes)
     colours: dict[str, str] = {}
     for index, (ax, (title, series)) in enumerate(zip(axes, panels.items(), strict=True)):
-        require(isinstance(series, Mapping) and len(series) > 0, f"panels[{title!r}]",
-                "a non-empty mapping label -> values", type(series).__name__)
-        for label, values in series.items():
-            colour = colours.setdefault(label, PALETTE[len(colours) % len(PALETTE)])
-            ys = as_array(values, f"panels[{title!r}][{label!r}]", 1, size=len(xs),
-                          positive=flags[index])
-            ax.plot(xs, ys, marker="o", markersize=3.5, color=colour, label=label)
+        _plot_series(ax, xs, series, colours, f"panels[{title!r}]", positive=flags[index])
         if title in references:
             y, text = references[title]
             ax.axhline(y, color="black", linestyle=":", linewidth=1.0, label=text)
@@ -137,20 +144,14 @@ def cost_per_layer(
     share a colour in both panels.
     """
     xs = as_array(ns, "ns", 1, positive=True)
-    require(isinstance(d, int) and not isinstance(d, bool) and d > 0, "d", "a positive integer",
-            repr(d))
+    require_positive_int(d, "d")
     fig, axes = new_figure(1, 2, width=width, height=height)
     colours: dict[str, str] = {}
     for ax, (name, data, ylabel) in zip(
         axes, (("flops", flops, "FLOPs per layer"), ("seconds", seconds, "seconds per layer")),
         strict=True,
     ):
-        require(isinstance(data, Mapping) and len(data) > 0, name,
-                "a non-empty mapping label -> values", type(data).__name__)
-        for label, values in data.items():
-            colour = colours.setdefault(label, PALETTE[len(colours) % len(PALETTE)])
-            ys = as_array(values, f"{name}[{label!r}]", 1, size=len(xs), positive=True)
-            ax.plot(xs, ys, marker="o", markersize=3.5, color=colour, label=label)
+        _plot_series(ax, xs, data, colours, name, positive=True)
         ax.axvline(d, color="black", linestyle=":", linewidth=1.0, label=f"n = d = {d}")
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")

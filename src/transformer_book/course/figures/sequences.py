@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 from matplotlib.colors import ListedColormap, LogNorm
@@ -15,7 +16,7 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
 from transformer_book.course.figures import PALETTE, new_figure
-from transformer_book.util.validation import require
+from transformer_book.util.validation import require, require_int, require_positive_int
 
 __all__ = ["length_overview", "padded_batches", "sequence_gallery"]
 
@@ -54,42 +55,16 @@ def sequence_gallery(
     wave = _as_1d(audio, "audio")
     price = _as_1d(prices, "prices")
     temp = _as_1d(temperatures, "temperatures")
-    require(isinstance(sample_rate, int) and sample_rate > 0, "sample_rate", "a positive integer",
-            repr(sample_rate))
-    require(isinstance(frame_length, int) and 0 < frame_length <= wave.size, "frame_length",
-            f"an integer in [1, {wave.size}]", repr(frame_length))
+    require_positive_int(sample_rate, "sample_rate")
+    require_int(frame_length, "frame_length", minimum=1, maximum=wave.size)
     one_hot = np.asarray(dna_one_hot, dtype=float)
     require(one_hot.shape == (len(dna), 4), "dna_one_hot", f"shape ({len(dna)}, 4) for the "
             f"{len(dna)} bases of dna", f"shape {one_hot.shape}")
 
     fig, axes = new_figure(5, 1, width=8.0, height=9.6)
     ax_text, ax_audio, ax_price, ax_temp, ax_dna = axes
-
-    # Text: one box per token, its position underneath.
-    for position, token in enumerate(text_tokens):
-        ax_text.text(position, 0.0, token, ha="center", va="center", fontsize=9,
-                     bbox={"boxstyle": "round,pad=0.3", "facecolor": "#e8f0f7",
-                           "edgecolor": PALETTE[0]})
-        ax_text.text(position, -0.7, str(position + 1), ha="center", va="center", fontsize=8,
-                     color="#555555")
-    ax_text.set_xlim(-0.7, len(text_tokens) - 0.3)
-    ax_text.set_ylim(-1.1, 0.6)
-    ax_text.set_axis_off()
-    ax_text.set_title(
-        f"text: {len(text_tokens)} tokens (a Multi30k caption; numbers are positions)"
-    )
-
-    # Audio: waveform over time, frames shaded alternately.
-    seconds = np.arange(wave.size) / sample_rate
-    n_frames = wave.size // frame_length
-    for frame in range(n_frames):
-        start, stop = frame * frame_length / sample_rate, (frame + 1) * frame_length / sample_rate
-        ax_audio.axvspan(start, stop, color=PALETTE[1], alpha=0.12 if frame % 2 else 0.0, lw=0)
-    ax_audio.plot(seconds, wave, color=PALETTE[0], lw=0.8)
-    ax_audio.set_title(f"audio (generated chirp): {n_frames} frames of {frame_length} samples "
-                       f"({1000 * frame_length / sample_rate:.0f} ms each)")
-    ax_audio.set_xlabel("time (s)")
-    ax_audio.set_ylabel("amplitude")
+    _text_panel(ax_text, text_tokens)
+    _audio_panel(ax_audio, wave, sample_rate, frame_length)
 
     ax_price.plot(np.arange(1, price.size + 1), price, color=PALETTE[2], lw=1.2)
     ax_price.set_title(f"prices (generated random walk): {price.size} days")
@@ -102,19 +77,53 @@ def sequence_gallery(
     ax_temp.set_ylabel("°C")
     ax_temp.set_xticks(np.arange(0, temp.size + 1, 24))
 
-    ax_dna.imshow(one_hot.T, aspect="auto", cmap=ListedColormap(["white", PALETTE[4]]),
-                  interpolation="nearest", vmin=0, vmax=1)
-    ax_dna.set_yticks(range(4), ["A", "C", "G", "T"])
-    ax_dna.set_xticks(range(len(dna)), list(dna), fontsize=7)
-    ax_dna.grid(False)
-    # Thin white lines between cells, so that runs of the same base stay countable.
-    ax_dna.set_xticks(np.arange(-0.5, len(dna)), minor=True)
-    ax_dna.set_yticks(np.arange(-0.5, 4), minor=True)
-    ax_dna.grid(which="minor", color="white", linewidth=0.8, alpha=1.0)
-    ax_dna.tick_params(which="minor", length=0)
-    ax_dna.set_title(f"DNA (generated at random): {len(dna)} bases, one-hot (a filled cell = 1)")
-    ax_dna.set_xlabel("base (position along the strand)")
+    _dna_panel(ax_dna, dna, one_hot)
     return fig
+
+
+def _text_panel(ax: Any, tokens: Sequence[str]) -> None:
+    """One box per token, its position (from 1) underneath."""
+    for position, token in enumerate(tokens):
+        ax.text(position, 0.0, token, ha="center", va="center", fontsize=9,
+                bbox={"boxstyle": "round,pad=0.3", "facecolor": "#e8f0f7",
+                      "edgecolor": PALETTE[0]})
+        ax.text(position, -0.7, str(position + 1), ha="center", va="center", fontsize=8,
+                color="#555555")
+    ax.set_xlim(-0.7, len(tokens) - 0.3)
+    ax.set_ylim(-1.1, 0.6)
+    ax.set_axis_off()
+    ax.set_title(f"text: {len(tokens)} tokens (a Multi30k caption; numbers are positions)")
+
+
+def _audio_panel(ax: Any, wave: np.ndarray, sample_rate: int, frame_length: int) -> None:
+    """The waveform ``wave (N,)`` over time, its frames of ``frame_length`` samples shaded
+    alternately."""
+    seconds = np.arange(wave.size) / sample_rate
+    n_frames = wave.size // frame_length
+    for frame in range(n_frames):
+        start, stop = frame * frame_length / sample_rate, (frame + 1) * frame_length / sample_rate
+        ax.axvspan(start, stop, color=PALETTE[1], alpha=0.12 if frame % 2 else 0.0, lw=0)
+    ax.plot(seconds, wave, color=PALETTE[0], lw=0.8)
+    ax.set_title(f"audio (generated chirp): {n_frames} frames of {frame_length} samples "
+                 f"({1000 * frame_length / sample_rate:.0f} ms each)")
+    ax.set_xlabel("time (s)")
+    ax.set_ylabel("amplitude")
+
+
+def _dna_panel(ax: Any, dna: str, one_hot: np.ndarray) -> None:
+    """The one-hot rows ``one_hot (T, 4)`` of the bases as a 4 x T strip of cells."""
+    ax.imshow(one_hot.T, aspect="auto", cmap=ListedColormap(["white", PALETTE[4]]),
+              interpolation="nearest", vmin=0, vmax=1)
+    ax.set_yticks(range(4), ["A", "C", "G", "T"])
+    ax.set_xticks(range(len(dna)), list(dna), fontsize=7)
+    ax.grid(False)
+    # Thin white lines between cells, so that runs of the same base stay countable.
+    ax.set_xticks(np.arange(-0.5, len(dna)), minor=True)
+    ax.set_yticks(np.arange(-0.5, 4), minor=True)
+    ax.grid(which="minor", color="white", linewidth=0.8, alpha=1.0)
+    ax.tick_params(which="minor", length=0)
+    ax.set_title(f"DNA (generated at random): {len(dna)} bases, one-hot (a filled cell = 1)")
+    ax.set_xlabel("base (position along the strand)")
 
 
 def length_overview(
@@ -174,7 +183,7 @@ def padded_batches(batches: Mapping[str, Sequence[int]], ncols: int = 2) -> Figu
     """
     require(isinstance(batches, Mapping) and len(batches) > 0, "batches",
             "a non-empty mapping of title -> lengths", repr(batches)[:80])
-    require(isinstance(ncols, int) and ncols >= 1, "ncols", "an integer >= 1", repr(ncols))
+    require_positive_int(ncols, "ncols")
     for title, lengths in batches.items():
         ok = len(lengths) > 0 and all(isinstance(n, int) and n >= 1 for n in lengths)
         require(ok, f"batches[{title!r}]", "a non-empty list of positive integer lengths",
