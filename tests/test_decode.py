@@ -1,6 +1,6 @@
-"""Tests of transformer_book.inference.decode: KV cache = no cache, beam 1 = greedy, beam search
-finds scores at least greedy's (and the optimum when the beam holds every hypothesis), EOS and
-length handling, batch independence, bad arguments."""
+"""Tests of transformer_book.inference's greedy, beam and lengths modules: KV cache = no cache,
+beam 1 = greedy, beam search finds scores at least greedy's (and the optimum when the beam
+holds every hypothesis), EOS and length handling, batch independence, bad arguments."""
 
 from __future__ import annotations
 
@@ -11,15 +11,20 @@ import torch
 import torch.nn.functional as F
 
 from transformer_book.data.toy import make_toy_task, toy_batches
-from transformer_book.inference.decode import (
+from transformer_book.inference import beam
+from transformer_book.inference.beam import (
     STOPPING_RULES,
+    TOP_BLOCKS,
     beam_search,
-    greedy_decode,
     length_penalty,
     score_hypothesis,
+    top_candidates,
 )
+from transformer_book.inference.greedy import greedy_decode
+from transformer_book.inference.lengths import output_length_limits
 from transformer_book.nn.config import TransformerConfig
 from transformer_book.nn.transformer import Transformer
+from transformer_book.util.validation import BookError
 
 F64 = torch.float64
 V = 16  # ids 0-3 are <pad> <bos> <eos> <unk>
@@ -71,8 +76,8 @@ def test_step_by_step_cached_logits_equal_full_logits(norm_first: bool) -> None:
 
 
 def test_greedy_with_cache_equals_without(trained: Transformer, sources: torch.Tensor) -> None:
-    cached = greedy_decode(trained, sources, max_len=10)
-    assert cached == greedy_decode(trained, sources, max_len=10, use_cache=False)
+    cached = greedy_decode(trained, sources, max_len_a=0.0, max_len_b=10)
+    assert cached == greedy_decode(trained, sources, max_len_a=0.0, max_len_b=10, use_cache=False)
 
 
 def test_beam_with_cache_equals_without(trained: Transformer, sources: torch.Tensor) -> None:
@@ -82,10 +87,8 @@ def test_beam_with_cache_equals_without(trained: Transformer, sources: torch.Ten
 
 
 def test_ranking_by_blocks_equals_topk() -> None:
-    """_top ranks long rows by blocks; its values are exactly topk's, best first, and its
-    indices point at them (ties and -inf entries included)."""
-    from transformer_book.inference.decode import TOP_BLOCKS, _top
-
+    """top_candidates ranks long rows by blocks; its values are exactly topk's, best first,
+    and its indices point at them (ties and -inf entries included)."""
     generator = torch.Generator().manual_seed(0)
     for b, c, n in [(5, 4 * 4000, 8), (3, 4000, 8), (4, 1024, 8), (2, 2048, 2)]:
         x = torch.log_softmax(torch.randn(b, c, generator=generator) * 3, dim=1)
@@ -94,22 +97,20 @@ def test_ranking_by_blocks_equals_topk() -> None:
         x[1] = -torch.inf  # a row with nothing finite
         x[1, [3, 900]] = -1.0
         assert any(c % size == 0 and c >= 4 * n * size for size in TOP_BLOCKS)
-        values, indices = _top(x, n)
+        values, indices = top_candidates(x, n)
         assert torch.equal(values, x.topk(n, dim=1).values)
         assert torch.equal(x.gather(1, indices), values)
         assert all(len(set(row)) == n for row in indices.tolist()), "no candidate twice"
 
 
 def test_beam_search_is_the_same_with_and_without_ranking_by_blocks(monkeypatch) -> None:
-    """A vocabulary large enough for _top's blocks, a random model, both ways."""
-    import transformer_book.inference.decode as decode
-
+    """A vocabulary large enough for top_candidates' blocks, a random model, both ways."""
     model = tiny(vocab=256, seed=3)
     src = torch.randint(4, 256, (5, 9), generator=torch.Generator().manual_seed(1))
     src[2, 5:] = 0
     args = dict(beam_size=4, max_len_a=0.0, max_len_b=8)
     by_blocks = beam_search(model, src, **args)
-    monkeypatch.setattr(decode, "TOP_BLOCKS", ())
+    monkeypatch.setattr(beam, "TOP_BLOCKS", ())
     assert beam_search(model, src, **args) == by_blocks
 
 
@@ -118,12 +119,12 @@ def test_beam_search_is_the_same_with_and_without_ranking_by_blocks(monkeypatch)
 
 def test_beam_of_one_without_length_penalty_is_greedy(trained: Transformer,
                                                       sources: torch.Tensor) -> None:
-    greedy = greedy_decode(trained, sources, max_len=9)
+    greedy = greedy_decode(trained, sources, max_len_a=0.0, max_len_b=9)
     assert beam_search(trained, sources, beam_size=1, alpha=0.0, max_len_a=0.0,
                        max_len_b=9) == greedy
     random_model = tiny(seed=3)
     assert beam_search(random_model, sources, beam_size=1, alpha=0.0, max_len_a=0.0,
-                       max_len_b=9) == greedy_decode(random_model, sources, max_len=9)
+                       max_len_b=9) == greedy_decode(random_model, sources, 0.0, 9)
 
 
 @pytest.mark.parametrize("alpha", [0.0, 0.6])
@@ -133,7 +134,7 @@ def test_beam_search_scores_at_least_as_well_as_greedy(trained: Transformer,
     """Not a theorem for a beam of 4, but what beam search is for: checked on 12 sentences
     and two models (trained, random) under the same score log P / lp."""
     for m in (trained, tiny(seed=4)):
-        greedy = greedy_decode(m, sources, max_len=12)
+        greedy = greedy_decode(m, sources, max_len_a=0.0, max_len_b=12)
         beams = beam_search(m, sources, beam_size=4, alpha=alpha, max_len_a=0.0, max_len_b=12)
         for i, (g, b) in enumerate(zip(greedy, beams, strict=True)):
             s_beam = score_hypothesis(m, sources[i], b, alpha)
@@ -221,13 +222,30 @@ def test_maximum_lengths_follow_section_6_1() -> None:
         m.generator.bias[m.config.eos_id] = -50.0  # <eos> never wins
     src = torch.tensor([[5, 6, 7, 0, 0, 0, 0, 0, 0, 0], [5] * 10])
     assert [len(o) for o in greedy_decode(m, src)] == [53, 60]  # source length + 50
-    assert [len(o) for o in greedy_decode(m, src, max_len=4)] == [4, 4]
+    assert [len(o) for o in greedy_decode(m, src, max_len_a=0.0, max_len_b=4)] == [4, 4]
     assert [len(o) for o in beam_search(m, src, max_len_a=1.0, max_len_b=2)] == [5, 12]
     short = tiny(max_len=20)
     with torch.no_grad():
         short.generator.bias[short.config.eos_id] = -50.0
     assert [len(o) for o in greedy_decode(short, src)] == [19, 19]  # capped by positions
     assert [len(o) for o in beam_search(short, src, beam_size=2)] == [19, 19]
+    assert [len(o) for o in greedy_decode(short, src, max_len_a=0.0, max_len_b=65)] == [19, 19]
+
+
+def test_output_length_limits_are_per_sentence_and_capped() -> None:
+    src = torch.tensor([[5, 6, 7, 0, 0, 0], [5, 6, 7, 8, 9, 10], [5, 0, 0, 0, 0, 0]])
+    limits = output_length_limits(src, 0, 1.0, 50, 64)
+    assert limits.dtype == torch.long and limits.tolist() == [53, 56, 51]
+    assert output_length_limits(src, 0, 1.5, 2, 64).tolist() == [6, 11, 3]  # rounded down
+    assert output_length_limits(src, 0, 0.0, 7, 64).tolist() == [7, 7, 7]
+    assert output_length_limits(src, 0, 1.0, 50, 20).tolist() == [19, 19, 19]  # <bos> + 19
+    assert output_length_limits(src, 0, 0.0, 0, 20).tolist() == [1, 1, 1]  # at least one
+    # A sentence's limit does not depend on the others in its batch (or their padding).
+    assert output_length_limits(src[2:, :1], 0, 1.0, 50, 64).tolist() == [51]
+    with pytest.raises(BookError, match="max_positions: expected an integer >= 2"):
+        output_length_limits(src, 0, 1.0, 50, 1)
+    with pytest.raises(BookError, match="max_len_a: expected a finite number >= 0"):
+        output_length_limits(src, 0, "1", 50, 64)
 
 
 def test_decoding_is_batch_independent(trained: Transformer, sources: torch.Tensor) -> None:
@@ -324,7 +342,7 @@ def test_finished_sentences_leave_the_batch(trained: Transformer, sources: torch
 
 def test_decoding_restores_training_mode_and_tracks_no_gradients(sources: torch.Tensor) -> None:
     m = tiny(dropout=0.5).train()
-    assert greedy_decode(m, sources, max_len=5) == greedy_decode(m, sources, max_len=5)
+    assert greedy_decode(m, sources, max_len_b=5) == greedy_decode(m, sources, max_len_b=5)
     assert m.training
     assert beam_search(m, sources, max_len_b=3) == beam_search(m, sources, max_len_b=3)
     assert m.training
@@ -337,15 +355,17 @@ def test_bad_arguments_raise_value_errors(sources: torch.Tensor) -> None:
     m = tiny()
     with pytest.raises(ValueError, match="beam_size: expected an integer >= 1, received 0"):
         beam_search(m, sources, beam_size=0)
-    with pytest.raises(ValueError, match="alpha: expected a number >= 0, received -1"):
+    with pytest.raises(ValueError, match="alpha: expected a finite number >= 0, received -1"):
         beam_search(m, sources, alpha=-1)
     with pytest.raises(ValueError, match="max_len_b: expected an integer >= 0"):
         beam_search(m, sources, max_len_b=-2)
     with pytest.raises(ValueError, match=r"stop: expected one of \('exact', 'k_finished'\), "
                                          "received 'early'"):
         beam_search(m, sources, stop="early")
-    with pytest.raises(ValueError, match=r"max_len: expected at most 63 \(config.max_len=64\)"):
-        greedy_decode(m, sources, max_len=65)
+    with pytest.raises(ValueError, match="max_len_a: expected a finite number >= 0"):
+        greedy_decode(m, sources, max_len_a=-1.0)
+    with pytest.raises(ValueError, match="max_len_b: expected an integer >= 0"):
+        greedy_decode(m, sources, max_len_b=2.5)
     with pytest.raises(ValueError, match="min_len: expected an integer >= 0"):
         greedy_decode(m, sources, min_len=-1)
     with pytest.raises(ValueError, match="src_ids: expected an integer tensor"):

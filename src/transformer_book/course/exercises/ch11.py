@@ -14,7 +14,7 @@ from transformer_book.course.exercises.core import (
     expect_equal,
     fresh_generator,
 )
-from transformer_book.inference.decode import length_penalty
+from transformer_book.inference.beam import length_penalty
 
 
 def _randint(low: int, high: int, generator: torch.Generator) -> int:
@@ -57,7 +57,7 @@ def check_length_penalty(candidate) -> str:
 def reference_beam_step(log_probs: torch.Tensor, beam_scores: torch.Tensor, beam_size: int
                         ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """One step of beam search for one sentence, as
-    :func:`transformer_book.inference.decode.beam_search`
+    :func:`transformer_book.inference.beam.beam_search`
     computes it: every extension of every live beam, ``(K, 1) + (K, V) -> (K·V,)``, and the
     ``beam_size`` best as ``(scores, beam index, token)``, best first."""
     vocab = log_probs.shape[-1]

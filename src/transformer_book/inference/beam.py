@@ -1,0 +1,260 @@
+"""Beam search with a length penalty (Vaswani et al., 2017, Section 6.1), batched, with the
+decoder's key/value cache.
+
+Section 6.1: "we used beam search with a beam size of 4 and length penalty α = 0.6 [Wu et
+al., 2016] ... We set the maximum output length during inference to input length + 50, but
+terminate early when possible."
+
+The length penalty of Wu et al. (2016) is ``lp(Y) = ((5 + |Y|) / 6)^α`` and a hypothesis
+scores ``log P(Y | X) / lp(Y)``; ``|Y|`` counts the generated tokens including the final
+``<eos>``. With α = 0 the score is the plain log-probability.
+
+Beam search reorders the self-attention cache along the chosen beams with ``index_select``
+(:meth:`~transformer_book.nn.kv_cache.DecoderCache.reorder`); the K beams of a sentence
+share one copy of its encoder memory and cross-attention keys and values, and the first
+step decodes only ``<bos>``, once per sentence. Lengths come from
+:func:`~transformer_book.inference.lengths.output_length_limits`, as for greedy search.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+
+from transformer_book.inference.lengths import output_length_limits
+from transformer_book.inference.stepper import Stepper, check_decoding, evaluation_mode
+from transformer_book.nn.transformer import Transformer
+from transformer_book.util.validation import (
+    require,
+    require_number,
+    require_positive_int,
+    require_tensor,
+)
+
+__all__ = ["STOPPING_RULES", "TOP_BLOCKS", "beam_search", "length_penalty", "score_hypothesis",
+           "top_candidates"]
+
+# How beam search decides that a sentence is done (see beam_search's docstring).
+STOPPING_RULES = ("exact", "k_finished")
+# Block sizes top_candidates may rank candidates by (the largest that divides the row is used).
+TOP_BLOCKS = (64, 32, 16, 8)
+
+
+def length_penalty(length: int | torch.Tensor, alpha: float) -> float | torch.Tensor:
+    """Wu et al. (2016): ``lp(Y) = ((5 + |Y|) / 6)^α``."""
+    return ((5 + length) / 6) ** alpha
+
+
+@dataclass
+class _Search:
+    """Beam search's state for the B sentences still being decoded, one row each.
+
+    ``scores (B, W)``: log-probabilities of the live hypotheses (W = 1 at the first step,
+    then K); ``best (B,)``: the best finished score / lp; ``count (B,)``: finished
+    hypotheses; ``limits (B,)``: output-length limits; ``final_lp (B,)``: the largest lp a
+    sentence can get; ``sentence``: each row's index in the input.
+    """
+
+    scores: torch.Tensor
+    best: torch.Tensor
+    count: torch.Tensor
+    done: torch.Tensor
+    limits: torch.Tensor
+    final_lp: torch.Tensor
+    sentence: list[int]
+
+    @classmethod
+    def start(cls, limits: torch.Tensor, alpha: float) -> _Search:
+        b, device = limits.shape[0], limits.device
+        return cls(scores=torch.zeros((b, 1), device=device),
+                   best=torch.full((b,), -math.inf, device=device),
+                   count=torch.zeros(b, dtype=torch.long, device=device),
+                   done=torch.zeros(b, dtype=torch.bool, device=device),
+                   limits=limits, final_lp=length_penalty(limits + 1, alpha),
+                   sentence=list(range(b)))
+
+    def keep(self, rows: torch.Tensor) -> None:
+        """Keep sentences ``rows`` (long ``(B',)``): ``(B, ...) -> (B', ...)``."""
+        for name in ("scores", "best", "count", "done", "limits", "final_lp"):
+            setattr(self, name, getattr(self, name)[rows])
+        self.sentence = [self.sentence[i] for i in rows.tolist()]
+
+
+def _restrict(logp: torch.Tensor, t: int, limits: torch.Tensor, min_len: int,
+              eos_id: int) -> torch.Tensor:
+    """In place on ``logp (B, W, V)``: no ``<eos>`` before ``min_len`` tokens, nothing but
+    ``<eos>`` once a sentence reaches its limit. Returns that ``forced (B,)`` mask."""
+    forced = t >= limits  # (B,): only <eos> may follow (beats min_len)
+    if t < min_len:
+        logp[~forced, :, eos_id] = -math.inf
+    if bool(forced.any()):
+        ids = torch.arange(logp.shape[-1], device=logp.device)
+        logp[forced] = logp[forced].index_fill(-1, ids[ids != eos_id], -math.inf)
+    return forced
+
+
+def _finish(search: _Search, finished: list[list[tuple[float, list[int]]]],
+            cand: torch.Tensor, token: torch.Tensor, rows: torch.Tensor, prefix: torch.Tensor,
+            t: int, alpha: float, eos_id: int) -> torch.Tensor:
+    """Move the candidates among the top K of ``cand (B, 2K)`` that end in ``<eos>`` to
+    their sentence's ``finished`` list, scored ``log P / lp``; return them, bool ``(B, 2K)``."""
+    k = cand.shape[1] // 2
+    ends = (token == eos_id) & cand.isfinite()
+    ends[:, k:] = False  # only <eos> among the top K finishes a hypothesis
+    if bool(ends.any()):
+        lp = length_penalty(t + 1, alpha)
+        at, slot = ends.nonzero(as_tuple=True)
+        ended = [score / lp for score in cand[at, slot].tolist()]
+        for i, score, hyp in zip(at.tolist(), ended, prefix[rows[at, slot], 1:].tolist(),
+                                 strict=True):
+            finished[search.sentence[i]].append((score, hyp))
+        search.best.scatter_reduce_(
+            0, at, torch.tensor(ended, dtype=search.best.dtype, device=cand.device),
+            reduce="amax")
+        search.count += ends.sum(1)
+    return ends
+
+
+def _survive(search: _Search, cand: torch.Tensor, token: torch.Tensor, rows: torch.Tensor,
+             ends: torch.Tensor, forced: torch.Tensor, stop: str,
+             ) -> tuple[torch.Tensor, torch.Tensor]:
+    """The K best candidates not ending in ``<eos>`` live on: ``(B, 2K) -> (B, K)`` scores
+    (into ``search``), tokens and the prefix rows they extend; marks the sentences done."""
+    k2 = cand.shape[1]
+    order = (ends.long() * k2 + torch.arange(k2, device=cand.device)).argsort(dim=1)
+    keep = order[:, : k2 // 2]
+    search.scores, token = cand.gather(1, keep), token.gather(1, keep)  # (B, K) each
+    rows = rows.gather(1, keep)  # (B, K): the prefix row each survivor extends
+    # Done when no live hypothesis can beat the best finished one any more.
+    bound = search.scores.max(1).values / search.final_lp  # (B,)
+    search.done |= (search.best >= bound) | forced
+    if stop == "k_finished":
+        search.done |= search.count >= k2 // 2
+    return token, rows
+
+
+def beam_search(
+    model: Transformer,
+    src_ids: torch.Tensor,
+    beam_size: int = 4,
+    alpha: float = 0.6,
+    max_len_a: float = 1.0,
+    max_len_b: int = 50,
+    use_cache: bool = True,
+    min_len: int = 0,
+    stop: str = "exact",
+) -> list[list[int]]:
+    """Beam search with the length penalty of Wu et al. (2016), batched over B sentences
+    (``B · beam_size`` decoder rows): ``src_ids (B, S)`` -> B lists of ids.
+
+    Each step extends every live hypothesis by every token, keeps the ``2 · beam_size``
+    best by log-probability, moves those ending in ``<eos>`` (among the top ``beam_size``)
+    to the sentence's finished list with score ``log P / lp`` and keeps the ``beam_size``
+    best others alive. A sentence stops when no live hypothesis can still beat its best
+    finished one (log-probabilities only fall, lp is at most lp(max length)) or at its
+    maximum length ``max_len_a · source length + max_len_b`` (Section 6.1: a = 1, b = 50),
+    where ``<eos>`` is forced. Returns the best finished hypothesis of each sentence.
+    ``min_len`` forbids ``<eos>`` before that many tokens. α = 0, beam size 1: greedy.
+
+    ``stop`` is the stopping rule. ``"exact"`` (the default) is the one above: the search
+    stops as soon as its answer is known, never earlier. ``"k_finished"`` also stops a
+    sentence once ``beam_size`` hypotheses have finished, as fairseq does: fewer steps, but
+    a better translation that needed a few more tokens may be missed (with beam size 1 it
+    is greedy decoding for every α).
+    """
+    require(stop in STOPPING_RULES, "stop", f"one of {STOPPING_RULES}", repr(stop))
+    k = require_positive_int(beam_size, "beam_size")
+    alpha = require_number(alpha, "alpha", minimum=0)
+    check_decoding(model, src_ids, min_len)
+    config, device = model.config, src_ids.device
+    limits = output_length_limits(src_ids, config.pad_id, max_len_a, max_len_b, config.max_len)
+    b, vocab = src_ids.shape[0], config.vocab_size
+    finished: list[list[tuple[float, list[int]]]] = [[] for _ in range(b)]
+    with evaluation_mode(model):
+        memory = model.encode(src_ids)  # (B, S, d_model): one copy, shared by the K beams
+        stepper = Stepper(model, src_ids, memory, use_cache)
+        # Hypotheses of sentence i are rows i·W .. i·W + W - 1 of prefix: W = 1 (<bos>)
+        # at the first step, then W = K.
+        prefix = torch.full((b, 1), config.bos_id, dtype=torch.long, device=device)
+        search = _Search.start(limits, alpha)
+        for t in range(int(limits.max()) + 1):
+            width = search.scores.shape[1]
+            logp = stepper.step(prefix).view(b, width, vocab)  # (B·W, V) -> (B, W, V)
+            forced = _restrict(logp, t, search.limits, min_len, config.eos_id)
+            # (B, W, 1) + (B, W, V) -> (B, W·V): every extension of every live hypothesis
+            totals = logp.add_(search.scores[:, :, None]).view(b, width * vocab)
+            cand, idx = top_candidates(totals, 2 * k)
+            beam, token = idx // vocab, idx % vocab  # (B, 2K) each
+            rows = beam + torch.arange(b, device=device)[:, None] * width  # (B, 2K) of prefix
+            ends = _finish(search, finished, cand, token, rows, prefix, t, alpha, config.eos_id)
+            token, rows = _survive(search, cand, token, rows, ends, forced, stop)
+            if bool(search.done.all()):
+                break
+            prefix = _follow(search, stepper, prefix, token, rows)
+            b = len(search.sentence)
+    return [max(hyps)[1] for hyps in finished]
+
+
+def _follow(search: _Search, stepper: Stepper, prefix: torch.Tensor, token: torch.Tensor,
+            rows: torch.Tensor) -> torch.Tensor:
+    """The next step's prefixes ``(B'·K, t + 2)``: each survivor ``token (B, K)`` appended to
+    the prefix row ``rows (B, K)`` it extends; finished sentences leave the batch, and the
+    cache follows the survivors (one copy: drop and reorder at once)."""
+    if bool(search.done.any()):
+        keep = (~search.done).nonzero().squeeze(1)  # (B',)
+        rows, token = rows[keep], token[keep]  # (B', K)
+        stepper.select(keep, rows.view(-1))
+        search.keep(keep)
+    else:
+        stepper.reorder(rows.view(-1))
+    return torch.cat([prefix[rows.view(-1)], token.view(-1, 1)], dim=1)  # (B'·K, t + 2)
+
+
+def top_candidates(candidates: torch.Tensor, n: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """The ``n`` largest of each row, best first, ``(B, C) -> values, indices (B, n)``; a
+    row with fewer than ``n`` candidates (a tiny vocabulary at the first step) is padded
+    with ``-inf`` at index 0, a dead candidate like those of a row's own ``-inf`` entries.
+
+    A row of C = K·V candidates is long and n = 2K is small, so the search goes by blocks
+    (of a size in :data:`TOP_BLOCKS`): the n largest values lie in the n blocks with the
+    largest maxima (a block holding one of them has a maximum at least as large), and only
+    those n blocks are ranked in full. The values are those of ``topk`` over the whole
+    row; among equal values the indices may differ.
+    """
+    b, c = candidates.shape
+    block = next((size for size in TOP_BLOCKS if c % size == 0 and c >= 4 * n * size), 0)
+    if block:
+        maxima = candidates.view(b, c // block, block).amax(-1)  # (B, C / block)
+        _, blocks = maxima.topk(n, dim=1)  # (B, n)
+        # (B, n, 1) · block + (block,) -> (B, n·block): the candidates of those blocks
+        idx = (blocks[:, :, None] * block + torch.arange(block, device=blocks.device)).view(b, -1)
+        values, at = candidates.gather(1, idx).topk(n, dim=1)  # (B, n)
+        return values, idx.gather(1, at)
+    values, indices = candidates.topk(min(n, c), dim=1)
+    missing = n - values.shape[1]
+    if missing:
+        values = F.pad(values, (0, missing), value=-math.inf)
+        indices = F.pad(indices, (0, missing), value=0)
+    return values, indices
+
+
+def score_hypothesis(
+    model: Transformer, src_ids: torch.Tensor, hyp: Sequence[int], alpha: float = 0.6
+) -> float:
+    """``log P(hyp <eos> | src) / lp`` with ``lp = ((5 + |hyp| + 1) / 6)^α``, the score
+    :func:`beam_search` maximises. ``src_ids`` is one sentence, ``(S,)`` or ``(1, S)``."""
+    require_tensor(src_ids, "src_ids", ndim=(1, 2))
+    src = src_ids.view(1, -1) if src_ids.ndim == 1 else src_ids
+    require(src.shape[0] == 1, "src_ids", "one sentence, (S,) or (1, S)", tuple(src_ids.shape))
+    config = model.config
+    ids = torch.tensor([config.bos_id, *hyp, config.eos_id], device=src.device)[None]  # (1, n+2)
+    model.check_ids(src, "src_ids")
+    model.check_ids(ids[:, :-1], "hyp")  # <bos> hyp: the decoder's input
+    with evaluation_mode(model):
+        logp = torch.log_softmax(model(src, ids[:, :-1]).float(), dim=-1)  # (1, n+1, V)
+        total = logp.gather(-1, ids[:, 1:, None]).sum()  # log P of each next token, summed
+    return float(total) / length_penalty(len(hyp) + 1, alpha)

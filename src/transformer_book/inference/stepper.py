@@ -1,0 +1,86 @@
+"""What greedy and beam search share: the checks at their entry, evaluation mode, and the
+decoder stepped one token at a time with a key/value cache (Section 6.1).
+
+KV cache: the decoder keeps each layer's self-attention keys and values and extends them by
+one token per step, so step t costs O(t) instead of re-running the whole prefix (O(t²));
+the cross-attention keys and values are projected from the encoder output once per
+sentence (:class:`~transformer_book.nn.kv_cache.DecoderCache`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import torch
+
+from transformer_book.nn.transformer import Transformer
+from transformer_book.util.validation import require, require_int
+
+__all__ = ["Stepper", "check_decoding", "evaluation_mode"]
+
+
+@contextmanager
+def evaluation_mode(model: torch.nn.Module) -> Iterator[None]:
+    """Eval mode (no dropout) and no gradients; the model's mode is restored afterwards."""
+    was_training = model.training
+    model.eval()
+    try:
+        with torch.no_grad():
+            yield
+    finally:
+        model.train(was_training)
+
+
+def check_decoding(model: Transformer, src_ids: torch.Tensor, min_len: int) -> None:
+    """The checks every search runs once, at its entry: a :class:`Transformer`, source ids
+    it can read (values included: the one host-device synchronisation), ``min_len >= 0``."""
+    require(isinstance(model, Transformer), "model", "a transformer_book Transformer",
+            type(model).__name__)
+    model.check_ids(src_ids, "src_ids")
+    require_int(min_len, "min_len", minimum=0)
+    require(model.config.max_len >= 2, "model", "config.max_len >= 2 to decode",
+            model.config.max_len)
+
+
+class Stepper:
+    """The decoder, one step at a time, for N hypotheses of B source sentences.
+
+    ``step(prefix (N, t)) -> (N, V)``: log-probabilities of the next token (or, with
+    ``normalize=False``, the logits, which rank the tokens the same: greedy search needs
+    only the best one); ``<pad>`` and ``<bos>`` get ``-inf``. ``prefix`` holds G = N / B
+    hypotheses for each sentence of ``src_ids (B, S)`` and ``memory (B, S, d_model)``, rows
+    ``i·G .. i·G + G - 1`` for sentence i. With the cache only the prefix's last token is
+    fed; without, the whole prefix is (same results, O(t²) work).
+
+    ``reorder(rows)`` makes the cache follow ``rows`` (long ``(N',)``) of the previous
+    step's hypotheses (beam search). ``select(sentences, rows)`` keeps only ``sentences``
+    (long ``(B',)``), source and memory included, so that finished sentences stop costing
+    work, and makes the cache follow ``rows`` of theirs in the same copy.
+    """
+
+    def __init__(self, model: Transformer, src_ids: torch.Tensor, memory: torch.Tensor,
+                 use_cache: bool, normalize: bool = True) -> None:
+        self.model, self.src, self.memory, self.normalize = model, src_ids, memory, normalize
+        self.cache = model.new_cache() if use_cache else None
+        config = model.config
+        self.never = torch.tensor([config.pad_id, config.bos_id], device=src_ids.device)
+
+    def step(self, prefix: torch.Tensor) -> torch.Tensor:
+        new = prefix[:, -1:] if self.cache is not None else prefix  # (N, 1) or (N, t)
+        logits = self.model.decode(new, self.memory, self.src, cache=self.cache)  # (N, T, V)
+        scores = logits[:, -1].float().contiguous()  # (N, T, V) -> (N, V)
+        if self.normalize:
+            torch.log_softmax(scores, dim=-1, out=scores)  # in place: no second (N, V) tensor
+        return scores.index_fill_(1, self.never, -math.inf)  # never generate <pad> or <bos>
+
+    def reorder(self, rows: torch.Tensor) -> None:
+        if self.cache is not None:
+            self.cache.reorder(rows)
+
+    def select(self, sentences: torch.Tensor, rows: torch.Tensor) -> None:
+        self.src = self.src.index_select(0, sentences)  # (B, S) -> (B', S)
+        self.memory = self.memory.index_select(0, sentences)  # (B', S, d_model)
+        if self.cache is not None and self.cache.batch_size is not None:
+            self.cache.select(sentences, rows)
