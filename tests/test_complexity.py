@@ -14,6 +14,7 @@ from transformer_book.analysis.complexity import (
     self_attention_flops_per_layer,
 )
 from transformer_book.baselines.rnn import RNN
+from transformer_book.util.validation import BookError
 
 
 def counted(fn, *args) -> int:
@@ -57,9 +58,9 @@ def test_table_1_crossover_n_equals_d() -> None:
 
 
 def test_bad_inputs_raise_value_errors() -> None:
-    with pytest.raises(ValueError, match="n: expected an integer >= 1, received 0"):
+    with pytest.raises(BookError, match="n: expected an integer >= 1, received 0"):
         self_attention_flops_per_layer(0, 4)
-    with pytest.raises(ValueError, match="d: expected an integer >= 1, received -2"):
+    with pytest.raises(BookError, match="d: expected an integer >= 1, received -2"):
         recurrent_flops_per_layer(3, -2)
-    with pytest.raises(ValueError, match="k: expected an integer >= 1, received 0"):
+    with pytest.raises(BookError, match="k: expected an integer >= 1, received 0"):
         conv_flops_per_layer(3, 4, 0)

@@ -33,7 +33,6 @@ after another: the "sequential operations" column).
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, fields
 from typing import Any
@@ -41,7 +40,13 @@ from typing import Any
 import torch
 
 from transformer_book.nn.config import TransformerConfig
-from transformer_book.util.validation import fail, require, require_positive_int
+from transformer_book.util.validation import (
+    fail,
+    require,
+    require_number,
+    require_positive_int,
+    require_positive_number,
+)
 
 __all__ = [
     "BACKWARD_FACTOR",
@@ -259,7 +264,7 @@ def find_accelerator(device_name: str) -> Accelerator:
     Accepts the table's keys ("H200", "p100-pcie") and the names ``torch.cuda.get_device_name``
     reports ("NVIDIA H200", "Tesla T4", "NVIDIA A100-SXM4-80GB", "Tesla P100-PCIE-16GB"):
     case, spaces and hyphens are ignored and the longest key contained in the name wins.
-    An unknown name raises a ``ValueError`` listing the known ones.
+    An unknown name raises a :class:`~transformer_book.util.validation.BookError` listing the known ones.
     """
     require(isinstance(device_name, str) and device_name.strip() != "", "device_name",
             "a non-empty string", repr(device_name))
@@ -278,20 +283,13 @@ def peak_flops(device_name: str, precision: str) -> float:
     """Dense peak of ``device_name`` in ``precision``, in FLOP/s (not TFLOP/s).
 
     ``peak_flops("H200", "bf16") == 989.5e12``. A precision the chip lacks (bf16 on a T4 or a
-    P100) raises a ``ValueError`` listing the ones it has.
+    P100) raises a :class:`~transformer_book.util.validation.BookError` listing the ones it has.
     """
     accelerator = find_accelerator(device_name)
     require(isinstance(precision, str), "precision", "a string such as 'bf16'", repr(precision))
     require(precision in accelerator.peak_tflops, "precision",
             f"one of {sorted(accelerator.peak_tflops)} for {accelerator.name}", repr(precision))
     return accelerator.peak_tflops[precision] * 1e12
-
-
-def _require_positive_number(value: object, argument: str) -> float:
-    ok = (isinstance(value, (int, float)) and not isinstance(value, bool)
-          and math.isfinite(value) and value > 0)
-    require(ok, argument, "a positive finite number", repr(value))
-    return float(value)
 
 
 def mfu(tokens_per_second: float, flops_per_token: float, device_name: str, precision: str,
@@ -303,8 +301,8 @@ def mfu(tokens_per_second: float, flops_per_token: float, device_name: str, prec
     :func:`training_flops_per_token`), not what the hardware executed, so recomputation or
     padding never raises it. ``tokens_per_second`` is the throughput of all devices together.
     """
-    tps = _require_positive_number(tokens_per_second, "tokens_per_second")
-    fpt = _require_positive_number(flops_per_token, "flops_per_token")
+    tps = require_positive_number(tokens_per_second, "tokens_per_second")
+    fpt = require_positive_number(flops_per_token, "flops_per_token")
     devices = require_positive_int(num_devices, "num_devices")
     return tps * fpt / (devices * peak_flops(device_name, precision))
 
@@ -320,9 +318,9 @@ def estimate_training_time(config: TransformerConfig, tokens: float, device_name
     d_model they change the result by a few per cent). ``mfu`` is in (0, 1].
     """
     _check_config(config)
-    total = _require_positive_number(tokens, "tokens")
-    utilisation = _require_positive_number(mfu, "mfu")
-    require(utilisation <= 1.0, "mfu", "a fraction in (0, 1]", repr(mfu))
+    total = require_positive_number(tokens, "tokens")
+    utilisation = require_positive_number(mfu, "mfu")
+    require_number(utilisation, "mfu", maximum=1.0)  # with the line above: (0, 1]
     devices = require_positive_int(num_devices, "num_devices")
     per_token = training_flops_per_token(config, src_len, tgt_len)
     return total * per_token / (devices * peak_flops(device_name, precision) * utilisation)
@@ -334,9 +332,9 @@ def paper_training_cost(hours: float, num_gpus: int, tflops_per_gpu: float) -> f
     ``paper_training_cost(12, 8, PAPER_GPU_TFLOPS["P100"])`` is the base model's
     ``12 x 3600 x 8 x 9.5e12 ≈ 3.3e18`` FLOPs.
     """
-    h = _require_positive_number(hours, "hours")
+    h = require_positive_number(hours, "hours")
     gpus = require_positive_int(num_gpus, "num_gpus")
-    rate = _require_positive_number(tflops_per_gpu, "tflops_per_gpu")
+    rate = require_positive_number(tflops_per_gpu, "tflops_per_gpu")
     return h * 3600.0 * gpus * rate * 1e12
 
 
