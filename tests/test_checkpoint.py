@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import random
 
 import numpy as np
@@ -11,17 +12,18 @@ import torch
 from safetensors.torch import load_file
 from torch import nn
 
-from transformer_book.run import (
-    average_checkpoints,
+from transformer_book.inference.averaging import average_checkpoints
+from transformer_book.run.checkpoint import (
     checkpoint_name,
     list_checkpoints,
     load_checkpoint,
+    load_weights,
     prune_checkpoints,
     save_checkpoint,
 )
-from transformer_book.run import checkpoint as checkpoint_module
-from transformer_book.train import make_optimizer
-from transformer_book.util import capture_rng_state, restore_rng_state
+from transformer_book.train.objective import make_optimizer
+from transformer_book.util.rng import capture_rng_state, restore_rng_state
+from transformer_book.util.validation import BookError
 
 
 class Tied(nn.Module):
@@ -137,7 +139,7 @@ def test_rng_state_round_trip_is_json():
     restore_rng_state(state)
     b = (torch.rand(3), random.random(), np.random.rand(2))  # noqa: NPY002
     assert torch.equal(a[0], b[0]) and a[1] == b[1] and np.array_equal(a[2], b[2])
-    with pytest.raises(ValueError, match=r"state: expected a dict from capture_rng_state"):
+    with pytest.raises(BookError, match=r"state: expected a dict from capture_rng_state"):
         restore_rng_state({"torch": ""})
 
 
@@ -146,13 +148,14 @@ def test_interrupted_save_keeps_the_last_good_checkpoint(tmp_path, monkeypatch):
     good = _model(0)
     save_checkpoint(target, good, config={"v": 1}, step=1)
 
-    def crash(*args, **kwargs):
-        raise KeyboardInterrupt("power cut")
+    class PowerCut(torch.optim.SGD):
+        def state_dict(self):  # called half-way through the save
+            raise KeyboardInterrupt("power cut")
 
-    monkeypatch.setattr(checkpoint_module, "_write_json", crash)
+    newer = _model(1)
     with pytest.raises(KeyboardInterrupt):
-        save_checkpoint(target, _model(1), config={"v": 2}, step=2)
-    monkeypatch.undo()
+        save_checkpoint(target, newer, config={"v": 2}, step=2,
+                        optimizer=PowerCut(newer.parameters(), lr=0.1))
     assert [p.name for p in tmp_path.iterdir()] == ["latest"], "no temporary folders left"
     restored = _model(3)
     assert load_checkpoint(target, restored)["step"] == 1
@@ -163,16 +166,14 @@ def test_crash_between_renames_is_recovered(tmp_path, monkeypatch):
     target = tmp_path / "latest"
     good = _model(0)
     save_checkpoint(target, good, config={}, step=1)
-    real_replace = checkpoint_module.os.replace
-    calls = []
+    real_replace = os.replace
 
     def replace(src, dst):
-        calls.append(dst)
-        if len(calls) == 2:  # the old copy moved away, the new one not yet in
+        if os.fspath(dst) == os.fspath(target):  # the old copy moved away, the new one not in
             raise OSError("crash")
         real_replace(src, dst)
 
-    monkeypatch.setattr(checkpoint_module.os, "replace", replace)
+    monkeypatch.setattr(os, "replace", replace)
     with pytest.raises(OSError, match="crash"):
         save_checkpoint(target, _model(1), config={}, step=2)
     monkeypatch.undo()
@@ -199,38 +200,38 @@ def test_corruption_is_detected(tmp_path):
     data = bytearray(weights.read_bytes())
     data[-1] ^= 0xFF
     weights.write_bytes(bytes(data))
-    with pytest.raises(ValueError, match=r"model.safetensors: expected sha256 .*corrupted"):
+    with pytest.raises(BookError, match=r"model.safetensors: expected sha256 .*corrupted"):
         load_checkpoint(path, _model())
     path = save_checkpoint(tmp_path / "c", _model(), config={}, step=1)
     (path / "rng.json").unlink()
-    with pytest.raises(ValueError, match=r"rng.json: expected a file listed in checkpoint.json"):
+    with pytest.raises(BookError, match=r"rng.json: expected a file listed in checkpoint.json"):
         load_checkpoint(path)
 
 
 def test_mismatched_model_names_tensors(tmp_path):
     path = save_checkpoint(tmp_path / "c", _model(vocab=7), config={}, step=1)
-    with pytest.raises(ValueError, match=r"embed.weight: \(7, 4\) vs \(9, 4\)"):
+    with pytest.raises(BookError, match=r"embed.weight: \(7, 4\) vs \(9, 4\)"):
         load_checkpoint(path, _model(vocab=9))
     other = nn.Sequential(nn.Linear(4, 4))
-    with pytest.raises(ValueError, match=r"model: expected tensors matching the checkpoint .*"
+    with pytest.raises(BookError, match=r"model: expected tensors matching the checkpoint .*"
                                          r"missing \['0.bias', '0.weight'\], unexpected \["):
         load_checkpoint(path, other)
 
 
 def test_bad_arguments(tmp_path):
-    with pytest.raises(ValueError, match=r"model: expected a torch.nn.Module, received dict"):
+    with pytest.raises(BookError, match=r"model: expected a torch.nn.Module, received dict"):
         save_checkpoint(tmp_path / "c", {}, config={}, step=1)
-    with pytest.raises(ValueError, match=r"step: expected an integer >= 0, received -1"):
+    with pytest.raises(BookError, match=r"step: expected an integer >= 0, received -1"):
         save_checkpoint(tmp_path / "c", _model(), config={}, step=-1)
-    with pytest.raises(ValueError, match=r"config: expected JSON-serialisable values"):
+    with pytest.raises(BookError, match=r"config: expected JSON-serialisable values"):
         save_checkpoint(tmp_path / "c", _model(), config={"x": object()}, step=1)
-    with pytest.raises(ValueError, match=r"tokenizer_path: expected an existing file"):
+    with pytest.raises(BookError, match=r"tokenizer_path: expected an existing file"):
         save_checkpoint(tmp_path / "c", _model(), config={}, step=1, tokenizer_path="nope")
-    with pytest.raises(ValueError, match=r"directory: expected a checkpoint folder"):
+    with pytest.raises(BookError, match=r"directory: expected a checkpoint folder"):
         load_checkpoint(tmp_path / "missing")
     save_checkpoint(tmp_path / "c", _model(), config={}, step=1)
     optimizer, _ = make_optimizer(_model(), 4, 2)
-    with pytest.raises(ValueError, match=r"optimizer: expected a checkpoint saved with "):
+    with pytest.raises(BookError, match=r"optimizer: expected a checkpoint saved with "):
         load_checkpoint(tmp_path / "c", optimizer=optimizer)
     assert not any(p.name.startswith(".") for p in tmp_path.iterdir())
 
@@ -246,7 +247,7 @@ def test_list_and_prune(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == [
         "averaged", "step_00000030", "step_00000100"]
     assert list_checkpoints(tmp_path / "nothing") == []
-    with pytest.raises(ValueError, match=r"keep_last: expected an integer >= 1, received 0"):
+    with pytest.raises(BookError, match=r"keep_last: expected an integer >= 1, received 0"):
         prune_checkpoints(tmp_path, 0)
 
 
@@ -270,9 +271,34 @@ def test_average_checkpoints(tmp_path):
 def test_average_rejects_different_shapes(tmp_path):
     save_checkpoint(tmp_path / "a", _model(vocab=7), config={}, step=1)
     save_checkpoint(tmp_path / "b", _model(vocab=8), config={}, step=2)
-    with pytest.raises(ValueError, match=r"directories: expected checkpoints shaped like "
+    with pytest.raises(BookError, match=r"directories: expected checkpoints shaped like "
                                          r".*a, received .*b: shape mismatches \(this vs "
                                          r"first\) \[embed.weight: \(8, 4\) vs \(7, 4\)"):
         average_checkpoints([tmp_path / "a", tmp_path / "b"])
-    with pytest.raises(ValueError, match=r"directories: expected a non-empty list"):
+    with pytest.raises(BookError, match=r"directories: expected a non-empty list"):
         average_checkpoints([])
+
+
+def test_load_weights_verifies_and_restores_tied_names(tmp_path):
+    model = _model(0)
+    path = save_checkpoint(tmp_path / "c", model, config={}, step=1)
+    state = load_weights(path)
+    assert state.keys() == model.state_dict().keys()
+    torch.testing.assert_close(state["out.weight"], model.embed.weight.detach(), rtol=0, atol=0)
+    (path / "rng.json").write_text("{}")
+    with pytest.raises(BookError, match=r"rng.json: expected sha256"):
+        load_weights(path)
+
+
+def test_checkpoint_files_are_readable_as_the_umask_allows(tmp_path):
+    previous = os.umask(0o022)
+    try:
+        path = save_checkpoint(tmp_path / "c", _model(), config={}, step=1,
+                               tokenizer_json="{}", optimizer=torch.optim.SGD(
+                                   _model().parameters(), lr=0.1))
+    finally:
+        os.umask(previous)
+    assert path.stat().st_mode & 0o777 == 0o755, "the folder, not mkdtemp's 0700"
+    modes = {p.name: p.stat().st_mode & 0o777 for p in path.iterdir()}
+    assert modes == dict.fromkeys(["checkpoint.json", "model.safetensors", "optimizer.pt",
+                                   "rng.json", "tokenizer.json"], 0o644)

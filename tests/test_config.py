@@ -8,6 +8,7 @@ import pytest
 
 from transformer_book.nn.config import PRESETS, TransformerConfig
 from transformer_book.run.config import RunConfig, load_run_config
+from transformer_book.util.validation import BookError
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"
 
@@ -40,7 +41,7 @@ def test_preset_values():
 
 def test_unknown_preset_lists_valid_ones():
     valid = r"\['base', 'big', 'small', 'tiny'\]"
-    with pytest.raises(ValueError, match=rf"name: expected one of {valid}"):
+    with pytest.raises(BookError, match=rf"name: expected one of {valid}"):
         TransformerConfig.preset("huge", 100)
 
 
@@ -66,7 +67,7 @@ def test_unknown_preset_lists_valid_ones():
     ],
 )
 def test_bad_fields_are_named(changes, match):
-    with pytest.raises(ValueError, match=match):
+    with pytest.raises(BookError, match=match):
         TransformerConfig(**{"vocab_size": 50, **changes})
 
 
@@ -84,10 +85,10 @@ def test_dict_round_trip():
 
 def test_from_dict_unknown_keys_are_listed():
     data = {**TransformerConfig(vocab_size=10).to_dict(), "n_layers": 4, "heads": 2}
-    with pytest.raises(ValueError, match=r"d: expected TransformerConfig fields .* "
+    with pytest.raises(BookError, match=r"d: expected TransformerConfig fields .* "
                                          r"received unknown keys \['heads', 'n_layers'\]"):
         TransformerConfig.from_dict(data)
-    with pytest.raises(ValueError, match=r"overrides: .*unknown keys \['layers'\]"):
+    with pytest.raises(BookError, match=r"overrides: .*unknown keys \['layers'\]"):
         TransformerConfig.preset("tiny", 10, layers=3)
 
 
@@ -121,38 +122,39 @@ def _write(tmp_path, text):
 
 def test_unknown_section_names_file_and_section(tmp_path):
     path = _write(tmp_path, '[model]\npreset = "tiny"\n[optim]\nlr = 1\n')
-    with pytest.raises(ValueError, match=rf"{path}: expected sections .* "
+    with pytest.raises(BookError, match=rf"{path}: expected sections .* "
                                          r"received unknown sections \['optim'\]"):
         load_run_config(path)
 
 
 def test_unknown_keys_name_file_section_and_keys(tmp_path):
     path = _write(tmp_path, "[train]\nwarmup = 4000\nlr = 1.0\nmax_steps = 5\n")
-    with pytest.raises(ValueError, match=rf"{path} \[train\]: expected keys .* "
+    with pytest.raises(BookError, match=rf"{path} \[train\]: expected keys .* "
                                          r"received unknown keys \['lr', 'warmup'\]"):
         load_run_config(path)
     path = _write(tmp_path, '[model]\npreset = "tiny"\nlayers = 3\n')
-    with pytest.raises(ValueError, match=rf"{path} \[model\]: .*unknown keys \['layers'\]"):
+    with pytest.raises(BookError, match=rf"{path} \[model\] overrides: expected TransformerConfig "
+                                        r"fields .*unknown keys \['layers'\]"):
         load_run_config(path)
 
 
 def test_bad_values_name_file_and_key(tmp_path):
     path = _write(tmp_path, '[train]\nprecision = "fp8"\n')
-    with pytest.raises(ValueError, match=rf"{path} \[train\] precision: expected one of"):
+    with pytest.raises(BookError, match=rf"{path} \[train\] precision: expected one of"):
         load_run_config(path)
     path = _write(tmp_path, '[model]\npreset = "medium"\n')
-    with pytest.raises(ValueError, match=rf"{path} \[model\] preset: expected one of"):
+    with pytest.raises(BookError, match=rf"{path} \[model\] preset: expected one of"):
         load_run_config(path)
     path = _write(tmp_path, "[train]\nwarmup_steps = 0\n")
-    with pytest.raises(ValueError, match=r"\[train\] warmup_steps: expected an integer >= 1"):
+    with pytest.raises(BookError, match=r"\[train\] warmup_steps: expected an integer >= 1"):
         load_run_config(path)
 
 
 def test_missing_or_invalid_file(tmp_path):
-    with pytest.raises(ValueError, match=r"path: expected an existing TOML file"):
+    with pytest.raises(BookError, match=r"path: expected an existing TOML file"):
         load_run_config(tmp_path / "nope.toml")
     path = _write(tmp_path, "[model\n")
-    with pytest.raises(ValueError, match=r"path: expected valid TOML"):
+    with pytest.raises(BookError, match=r"path: expected valid TOML"):
         load_run_config(path)
 
 
@@ -164,5 +166,25 @@ def test_run_config_defaults_validate():
 
 def test_section_that_is_not_a_table(tmp_path):
     path = _write(tmp_path, "model = 3\n")
-    with pytest.raises(ValueError, match=rf"{path} \[model\]: expected a table, received 3"):
+    with pytest.raises(BookError, match=rf"{path} \[model\]: expected a table, received 3"):
+        load_run_config(path)
+
+
+@pytest.mark.parametrize(
+    ("text", "match"),
+    [
+        ('[model]\ndropout = "0.1"\n',
+         r"\[model\] dropout: expected a number in \[0, 1\), received '0.1'"),
+        ("[model]\nd_model = 100\nnum_heads = 8\n", r"\[model\] d_model: expected a multiple"),
+        ('[train]\nlr_factor = "1"\n', r"\[train\] lr_factor: expected a finite number > 0"),
+        ("[train]\nclip_norm = nan\n", r"\[train\] clip_norm: expected a finite number > 0"),
+        ("[train]\nmax_minutes = 0\n", r"\[train\] max_minutes: expected a finite number > 0"),
+        ("[decode]\nalpha = -1\n", r"\[decode\] alpha: expected a finite number >= 0"),
+        ("[decode]\nmax_len_a = true\n", r"\[decode\] max_len_a: expected a finite number >= 0"),
+        ("[data]\ntrain_subset = 0\n", r"\[data\] train_subset: expected an integer >= 1"),
+    ],
+)
+def test_bad_numbers_in_a_toml_are_book_errors(tmp_path, text, match):
+    path = _write(tmp_path, text)
+    with pytest.raises(BookError, match=rf"{path} {match}"):
         load_run_config(path)

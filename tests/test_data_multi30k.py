@@ -4,33 +4,48 @@ from __future__ import annotations
 
 import gzip
 import hashlib
+import io
 import shutil
+import urllib.error
+import urllib.request
 from pathlib import Path
 
 import pytest
 
-from transformer_book.data import multi30k
 from transformer_book.data.multi30k import (
     MULTI30K_SHA256,
     MULTI30K_SIZES,
+    MULTI30K_URL,
     DatasetUnavailableError,
     load_multi30k,
     multi30k_cache_dir,
     multi30k_path,
 )
+from transformer_book.util.validation import BookError
 
 
 @pytest.fixture(autouse=True)
 def _isolated(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    """No env folder, a private cache, a fresh verification memo, and no network at all."""
+    """No env folder, a private cache, and no network at all."""
     monkeypatch.delenv("TRANSFORMER_BOOK_DATA", raising=False)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
-    monkeypatch.setattr(multi30k, "_VERIFIED", set())
 
-    def offline(url: str, dest: Path) -> None:
-        raise OSError(f"network disabled in tests: {url}")
+    def offline(url: str, timeout: float) -> None:
+        raise urllib.error.URLError(f"network disabled in tests: {url}")
 
-    monkeypatch.setattr(multi30k, "_download", offline)
+    monkeypatch.setattr(urllib.request, "urlopen", offline)
+
+
+def _serve(monkeypatch: pytest.MonkeyPatch, data: bytes) -> list[str]:
+    """Answer every download with ``data``; returns the list of requested URLs."""
+    urls: list[str] = []
+
+    def fake_urlopen(url: str, timeout: float) -> io.BytesIO:
+        urls.append(url)
+        return io.BytesIO(data)
+
+    monkeypatch.setattr(urllib.request, "urlopen", fake_urlopen)
+    return urls
 
 
 def _copy_from(source_dir: Path, name: str, dest_dir: Path) -> Path:
@@ -96,47 +111,36 @@ def test_tampered_data_dir_file_is_refused_not_deleted(multi30k_dir: Path, tmp_p
     path = _copy_from(multi30k_dir, "val.de.gz", tmp_path / "local")
     _tamper(path)
     actual = hashlib.sha256(path.read_bytes()).hexdigest()
-    with pytest.raises(ValueError, match=rf"val\.de\.gz.*{MULTI30K_SHA256['val.de.gz']}.*{actual}"):
+    with pytest.raises(BookError, match=rf"val\.de\.gz.*{MULTI30K_SHA256['val.de.gz']}.*{actual}"):
         load_multi30k("val", data_dir=path.parent)
     assert path.exists()
 
 
-def test_verification_is_cached_but_sees_rewrites(multi30k_dir: Path, tmp_path: Path,
-                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_verified_file_is_checked_again_once_rewritten(multi30k_dir: Path,
+                                                        tmp_path: Path) -> None:
     path = _copy_from(multi30k_dir, "val.de.gz", tmp_path / "local")
-    calls: list[Path] = []
-    real_sha256 = multi30k._sha256
-    monkeypatch.setattr(multi30k, "_sha256", lambda p: calls.append(p) or real_sha256(p))
-    multi30k_path("val", "de", data_dir=path.parent)
-    multi30k_path("val", "de", data_dir=path.parent)
-    assert len(calls) == 1
+    assert multi30k_path("val", "de", data_dir=path.parent) == path
+    assert multi30k_path("val", "de", data_dir=path.parent) == path
     _tamper(path)  # a rewrite changes mtime/size: hashed again, and refused
-    with pytest.raises(ValueError, match="SHA-256"):
+    with pytest.raises(BookError, match="SHA-256"):
         multi30k_path("val", "de", data_dir=path.parent)
-    assert len(calls) == 2
 
 
 def test_corrupt_cached_download_is_deleted(multi30k_dir: Path) -> None:
     cached = _copy_from(multi30k_dir, "val.de.gz", multi30k_cache_dir())
     _tamper(cached)
-    with pytest.raises(ValueError, match="deleted"):
+    with pytest.raises(BookError, match="deleted"):
         multi30k_path("val", "de")
     assert not cached.exists()
 
 
 def test_download_is_verified_then_written_atomically(multi30k_dir: Path,
                                                       monkeypatch: pytest.MonkeyPatch) -> None:
-    urls: list[str] = []
-
-    def fake_download(url: str, dest: Path) -> None:
-        urls.append(url)
-        assert dest.parent == multi30k_cache_dir() and dest.name != "val.en.gz"
-        shutil.copyfile(multi30k_dir / "val.en.gz", dest)
-
-    monkeypatch.setattr(multi30k, "_download", fake_download)
+    urls = _serve(monkeypatch, (multi30k_dir / "val.en.gz").read_bytes())
     path = multi30k_path("val", "en")
-    assert urls == [multi30k.MULTI30K_URL.format(split="val", lang="en")]
+    assert urls == [MULTI30K_URL.format(split="val", lang="en")]
     assert path == multi30k_cache_dir() / "val.en.gz"
+    assert path.read_bytes() == (multi30k_dir / "val.en.gz").read_bytes()
     assert sorted(p.name for p in path.parent.iterdir()) == ["val.en.gz"]
     multi30k_path("val", "en")
     assert len(urls) == 1  # second call uses the cache
@@ -145,22 +149,20 @@ def test_download_is_verified_then_written_atomically(multi30k_dir: Path,
 def test_tampered_download_is_discarded(
     multi30k_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    def tampered_download(url: str, dest: Path) -> None:
-        shutil.copyfile(multi30k_dir / "val.en.gz", dest)
-        _tamper(dest)
-
-    monkeypatch.setattr(multi30k, "_download", tampered_download)
-    with pytest.raises(ValueError, match=r"val\.en\.gz.*expected SHA-256 .*received .*discarded"):
+    data = bytearray((multi30k_dir / "val.en.gz").read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    _serve(monkeypatch, bytes(data))
+    with pytest.raises(BookError, match=r"val\.en\.gz.*expected SHA-256 .*received .*discarded"):
         multi30k_path("val", "en")
     cache = multi30k_cache_dir()
     assert not cache.exists() or list(cache.iterdir()) == []
 
 
 def test_offline_without_copy_says_what_to_do() -> None:
-    url = multi30k.MULTI30K_URL.format(split="val", lang="de")
+    url = MULTI30K_URL.format(split="val", lang="de")
     with pytest.raises(DatasetUnavailableError, match=rf"{url}.*data_dir=.*TRANSFORMER_BOOK_DATA"):
         load_multi30k("val")
-    assert issubclass(DatasetUnavailableError, ValueError)
+    assert issubclass(DatasetUnavailableError, BookError)
     cache = multi30k_cache_dir()
     assert not cache.exists() or list(cache.iterdir()) == []
 
@@ -171,7 +173,7 @@ def test_unequal_line_counts(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) ->
         path.write_bytes(gzip.compress(text.encode()))
         digest = hashlib.sha256(path.read_bytes()).hexdigest()
         monkeypatch.setitem(MULTI30K_SHA256, path.name, digest)
-    with pytest.raises(ValueError, match="Multi30k val: expected as many en lines as de lines"):
+    with pytest.raises(BookError, match="Multi30k val: expected as many en lines as de lines"):
         load_multi30k("val", data_dir=tmp_path)
 
 
@@ -185,10 +187,10 @@ def test_unequal_line_counts(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) ->
     ],
 )
 def test_bad_arguments(kwargs: dict[str, str], match: str) -> None:
-    with pytest.raises(ValueError, match=match):
+    with pytest.raises(BookError, match=match):
         load_multi30k(**kwargs)
 
 
 def test_multi30k_path_bad_language() -> None:
-    with pytest.raises(ValueError, match=r"lang: expected one of \['de', 'en', 'fr'\]"):
+    with pytest.raises(BookError, match=r"lang: expected one of \['de', 'en', 'fr'\]"):
         multi30k_path("val", "es")

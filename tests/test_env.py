@@ -3,35 +3,44 @@
 from __future__ import annotations
 
 import random
+import sys
+import types
 
 import numpy as np
 import pytest
 import torch
 
 from transformer_book.util import env
+from transformer_book.util.validation import BookError
+
+
+def _machine(monkeypatch, *kinds):
+    """Pretend the machine has the GPUs in ``kinds`` ("cuda", "mps"), and a CPU."""
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: "cuda" in kinds)
+    monkeypatch.setattr(torch.backends.mps, "is_available", lambda: "mps" in kinds)
 
 
 def test_get_device_prefers_cuda_then_mps_then_cpu(monkeypatch):
-    monkeypatch.setattr(env, "_available", lambda kind: kind in {"mps", "cpu"})
+    _machine(monkeypatch, "mps")
     assert env.get_device() == torch.device("mps")
-    monkeypatch.setattr(env, "_available", lambda kind: True)
+    _machine(monkeypatch, "cuda", "mps")
     assert env.get_device() == torch.device("cuda")
-    monkeypatch.setattr(env, "_available", lambda kind: kind == "cpu")
+    _machine(monkeypatch)
     assert env.get_device() == torch.device("cpu")
 
 
 def test_get_device_cuda_without_gpu_is_a_clear_error(monkeypatch):
-    monkeypatch.setattr(env, "_available", lambda kind: kind == "cpu")
+    _machine(monkeypatch)
     with pytest.raises(
-        ValueError, match=r"prefer: 'cuda' was requested but this machine has no cuda"
+        BookError, match=r"prefer: 'cuda' was requested but this machine has no cuda"
     ):
         env.get_device("cuda")
 
 
 def test_get_device_rejects_unknown_names():
-    with pytest.raises(ValueError, match=r"prefer: expected None or one of .*received 'tpu'"):
+    with pytest.raises(BookError, match=r"prefer: expected None or one of .*received 'tpu'"):
         env.get_device("tpu")
-    with pytest.raises(ValueError, match="prefer"):
+    with pytest.raises(BookError, match="prefer"):
         env.get_device(3)  # type: ignore[arg-type]
 
 
@@ -50,14 +59,11 @@ def test_set_seed_makes_all_generators_repeat():
 
 @pytest.mark.parametrize("seed", [-1, 1.5, "0", True])
 def test_set_seed_rejects_bad_seeds(seed):
-    with pytest.raises(ValueError, match="seed: expected a non-negative integer"):
+    with pytest.raises(BookError, match=r"seed: expected an integer >= 0, received"):
         env.set_seed(seed)
 
 
 def test_in_colab_reads_sys_modules(monkeypatch):
-    import sys
-    import types
-
     assert env.in_colab() is False
     monkeypatch.setitem(sys.modules, "google.colab", types.ModuleType("google.colab"))
     assert env.in_colab() is True
@@ -70,3 +76,18 @@ def test_environment_report_has_versions_device_and_threads():
     assert report["torch_threads"] == torch.get_num_threads()
     text = env.format_report(report)
     assert "torch" in text and "torch_threads" in text
+
+
+def test_torch_threads_sets_and_restores():
+    before = torch.get_num_threads()
+    with env.torch_threads(2):
+        assert torch.get_num_threads() == 2
+    assert torch.get_num_threads() == before
+    with pytest.raises(RuntimeError, match="inside"), env.torch_threads(1):
+        raise RuntimeError("inside")
+    assert torch.get_num_threads() == before
+
+
+def test_device_name_describes_the_cpu():
+    name = env.device_name("cpu")
+    assert isinstance(name, str) and name

@@ -22,12 +22,12 @@ from __future__ import annotations
 import gzip
 import hashlib
 import os
-import tempfile
 import urllib.error
 import urllib.request
 from pathlib import Path
 
-from transformer_book.util.validation import fail, require
+from transformer_book.util.files import atomic_writer, sha256_file
+from transformer_book.util.validation import BookError, fail, require, require_one_of
 
 __all__ = [
     "MULTI30K_LANGUAGES",
@@ -67,7 +67,7 @@ MULTI30K_SHA256: dict[str, str] = {
 _VERIFIED: set[tuple[str, int, int]] = set()
 
 
-class DatasetUnavailableError(ValueError):
+class DatasetUnavailableError(BookError):
     """Multi30k is neither on disk nor downloadable (e.g. no network)."""
 
 
@@ -78,16 +78,8 @@ def multi30k_cache_dir() -> Path:
 
 
 def _check_split_lang(split: str, lang: str, argument: str = "lang") -> None:
-    require(split in MULTI30K_SPLITS, "split", f"one of {list(MULTI30K_SPLITS)}", repr(split))
-    require(lang in MULTI30K_LANGUAGES, argument, f"one of {list(MULTI30K_LANGUAGES)}", repr(lang))
-
-
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for chunk in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
+    require_one_of(split, "split", MULTI30K_SPLITS)
+    require_one_of(lang, argument, MULTI30K_LANGUAGES)
 
 
 def _verify(path: Path, expected: str) -> str | None:
@@ -96,26 +88,20 @@ def _verify(path: Path, expected: str) -> str | None:
     key = (str(path.resolve()), stat.st_mtime_ns, stat.st_size)
     if key in _VERIFIED:
         return None
-    actual = _sha256(path)
+    actual = sha256_file(path)
     if actual != expected:
         return actual
     _VERIFIED.add(key)
     return None
 
 
-def _mismatch(file: str | Path, expected: str, actual: str, note: str) -> ValueError:
-    return ValueError(f"{file}: expected SHA-256 {expected}, received {actual}; {note}")
-
-
-def _download(url: str, dest: Path) -> None:
-    """Fetch ``url`` into ``dest`` (tests replace this function to stay offline)."""
-    with urllib.request.urlopen(url, timeout=60) as response, dest.open("wb") as out:
-        while chunk := response.read(1 << 20):
-            out.write(chunk)
+def _mismatch(file: str | Path, expected: str, actual: str, note: str) -> BookError:
+    return fail(str(file), f"SHA-256 {expected}", f"{actual}; {note}")
 
 
 def _fetch(split: str, lang: str, cache: Path) -> Path:
-    """Download one file into ``cache``: temporary file, hash check, then ``os.replace``."""
+    """Download one file into ``cache`` through :func:`atomic_writer`: the bytes are hashed
+    as they arrive, and a download that fails or does not match is never renamed into place."""
     name = f"{split}.{lang}.gz"
     url = MULTI30K_URL.format(split=split, lang=lang)
     hint = f"set data_dir= or ${ENV_VAR} to a folder holding {name}"
@@ -125,24 +111,19 @@ def _fetch(split: str, lang: str, cache: Path) -> Path:
         raise DatasetUnavailableError(
             f"Multi30k {name}: cannot create the cache {cache} ({error}); {hint}"
         ) from error
-    handle, tmp_name = tempfile.mkstemp(prefix=f".{name}.", suffix=".part", dir=cache)
-    os.close(handle)
-    tmp = Path(tmp_name)
+    final, expected = cache / name, MULTI30K_SHA256[name]
+    digest = hashlib.sha256()
     try:
-        try:
-            _download(url, tmp)
-        except (urllib.error.URLError, OSError) as error:
-            raise DatasetUnavailableError(
-                f"Multi30k {name} is not on disk and downloading {url} failed ({error}); {hint}"
-            ) from error
-        expected = MULTI30K_SHA256[name]
-        actual = _sha256(tmp)
-        if actual != expected:
-            raise _mismatch(url, expected, actual, "the download was discarded")
-        final = cache / name
-        os.replace(tmp, final)
-    finally:
-        tmp.unlink(missing_ok=True)
+        with urllib.request.urlopen(url, timeout=60) as response, atomic_writer(final) as out:
+            while chunk := response.read(1 << 20):
+                digest.update(chunk)
+                out.write(chunk)
+            if digest.hexdigest() != expected:  # raised inside: the temporary file goes
+                raise _mismatch(url, expected, digest.hexdigest(), "the download was discarded")
+    except (urllib.error.URLError, OSError) as error:
+        raise DatasetUnavailableError(
+            f"Multi30k {name} is not on disk and downloading {url} failed ({error}); {hint}"
+        ) from error
     _verify(final, expected)  # remember the verified file
     return final
 
@@ -155,7 +136,7 @@ def multi30k_path(split: str, lang: str, data_dir: str | os.PathLike[str] | None
     :data:`MULTI30K_URL` into the cache. Every file must match :data:`MULTI30K_SHA256`.
 
     Raises:
-        ValueError: unknown ``split`` or ``lang``; a file whose SHA-256 does not match
+        BookError: unknown ``split`` or ``lang``; a file whose SHA-256 does not match
             (a corrupt cached download is deleted, a file in ``data_dir`` or
             ``$TRANSFORMER_BOOK_DATA`` is only refused).
         DatasetUnavailableError: no local copy and the download failed.

@@ -2,6 +2,7 @@
 the output-length limit, translating text, checkpoint averaging and sacreBLEU.
 """
 
+from transformer_book.inference.averaging import average_checkpoints
 from transformer_book.inference.decode import (
     STOPPING_RULES,
     beam_search,
@@ -9,20 +10,9 @@ from transformer_book.inference.decode import (
     length_penalty,
     score_hypothesis,
 )
-from transformer_book.inference.scoring import (
-    BleuResult,
-    average_checkpoints,
-    corpus_bleu,
-)
-from transformer_book.inference.translate import (
-    TrainedModel,
-    decode_length,
-    encode_sources,
-    load_trained,
-    resolve_checkpoint,
-    translate,
-    translate_ids,
-)
+from transformer_book.inference.scoring import BleuResult, corpus_bleu
+from transformer_book.inference.trained import TrainedModel, load_trained, resolve_checkpoint
+from transformer_book.inference.translate import encode_sources, translate, translate_ids
 
 __all__ = [
     "STOPPING_RULES",
@@ -31,7 +21,6 @@ __all__ = [
     "average_checkpoints",
     "beam_search",
     "corpus_bleu",
-    "decode_length",
     "encode_sources",
     "greedy_decode",
     "length_penalty",

@@ -6,9 +6,6 @@ tokenisation and casing behind it, so every score here carries sacreBLEU's signa
 
 - the standard one (``13a`` tokenisation, case-sensitive) -- what sacreBLEU reports;
 - lowercased with ``intl`` tokenisation -- how most published Multi30k figures are made.
-
-Checkpoint averaging (Section 6.1, "averaging the last 5 checkpoints") lives in
-:mod:`transformer_book.run.checkpoint` and is re-exported here.
 """
 
 from __future__ import annotations
@@ -18,10 +15,9 @@ from dataclasses import dataclass
 
 from sacrebleu.metrics import BLEU
 
-from transformer_book.run.checkpoint import average_checkpoints
 from transformer_book.util.validation import require
 
-__all__ = ["BleuResult", "average_checkpoints", "corpus_bleu"]
+__all__ = ["BleuResult", "corpus_bleu"]
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,6 @@
 """A training run on disk: its TOML configuration and its checkpoints (Section 6.1).
+
+Averaging checkpoints is inference's business: :mod:`transformer_book.inference.averaging`.
 """
 
 from transformer_book.run.checkpoint import (
@@ -8,10 +10,11 @@ from transformer_book.run.checkpoint import (
     RNG,
     TOKENIZER,
     WEIGHTS,
-    average_checkpoints,
     checkpoint_name,
+    describe_mismatch,
     list_checkpoints,
     load_checkpoint,
+    load_weights,
     prune_checkpoints,
     save_checkpoint,
 )
@@ -38,11 +41,12 @@ __all__ = [
     "ModelSection",
     "RunConfig",
     "TrainSection",
-    "average_checkpoints",
     "checkpoint_name",
+    "describe_mismatch",
     "list_checkpoints",
     "load_checkpoint",
     "load_run_config",
+    "load_weights",
     "prune_checkpoints",
     "save_checkpoint",
 ]

@@ -1,4 +1,4 @@
-"""Checkpoints: safetensors weights, JSON metadata, atomic writes, resuming, averaging.
+"""Checkpoints: safetensors weights, JSON metadata, atomic writes, resuming.
 
 A checkpoint is a folder::
 
@@ -14,7 +14,8 @@ A checkpoint is a folder::
 The folder is written into a temporary sibling, fsynced, then renamed into place, so an
 interrupted save leaves the previous checkpoint intact. Section 6.1: "For the base models,
 we used a single model obtained by averaging the last 5 checkpoints, which were written at
-10-minute intervals" -- :func:`average_checkpoints`.
+10-minute intervals": :func:`load_weights` reads one checkpoint's verified weights, and
+:mod:`transformer_book.inference.averaging` averages several.
 
 Tied weights (Section 3.4 shares the embeddings and the pre-softmax projection) share one
 storage, which safetensors refuses to save twice: each group of identical tensors is stored
@@ -25,23 +26,43 @@ under its first name and the others are recorded in ``checkpoint.json["tied"]``
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import os
 import platform
 import shutil
-import tempfile
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
-from safetensors.torch import load_file, save_file
+from safetensors.torch import load_file, save
 from torch import nn
 
+from transformer_book.util.files import (
+    atomic_write_bytes,
+    atomic_write_text,
+    fsync_path,
+    new_directory,
+    sha256_file,
+)
 from transformer_book.util.rng import capture_rng_state, restore_rng_state
 from transformer_book.util.validation import fail, require, require_positive_int
+
+__all__ = [
+    "FORMAT_VERSION",
+    "METADATA",
+    "OPTIMIZER",
+    "RNG",
+    "TOKENIZER",
+    "WEIGHTS",
+    "checkpoint_name",
+    "describe_mismatch",
+    "list_checkpoints",
+    "load_checkpoint",
+    "load_weights",
+    "prune_checkpoints",
+    "save_checkpoint",
+]
 
 WEIGHTS = "model.safetensors"
 METADATA = "checkpoint.json"
@@ -54,31 +75,10 @@ FORMAT_VERSION = 1
 # --------------------------------------------------------------------------- file helpers
 
 
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
-def _fsync(path: Path) -> None:
-    """Flush a file's (or folder's) contents to disk; folders may refuse on some systems."""
-    flags = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) if path.is_dir() else os.O_RDONLY
-    try:
-        fd = os.open(path, flags)
-    except OSError:  # pragma: no cover - e.g. folders on Windows
-        return
-    try:
-        os.fsync(fd)
-    except OSError:  # pragma: no cover
-        pass
-    finally:
-        os.close(fd)
-
-
 def _write_json(path: Path, data: Any) -> None:
-    path.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    # Inside the temporary folder, so atomic twice over; NaN stays allowed here (a diverged
+    # validation loss in ``extra`` must not stop a run from saving).
+    atomic_write_text(path, json.dumps(data, indent=2, sort_keys=True) + "\n")
 
 
 def _json_ready(value: Any, argument: str) -> Any:
@@ -163,40 +163,22 @@ def save_checkpoint(
     target = Path(directory)
     target.parent.mkdir(parents=True, exist_ok=True)
     _recover(target)
-    temp = Path(tempfile.mkdtemp(prefix=f".{target.name}.tmp-", dir=target.parent))
+    temp = new_directory(target.parent, f".{target.name}.tmp-")
     try:
-        tensors, tied = _split_tied(model.state_dict())
-        save_file({k: v.cpu() for k, v in tensors.items()}, str(temp / WEIGHTS),
-                  metadata={"format": "pt", "tied": json.dumps(tied)})
-        if tokenizer_path is not None:
-            shutil.copyfile(tokenizer_path, temp / TOKENIZER)
-        elif tokenizer_json is not None:
-            (temp / TOKENIZER).write_text(tokenizer_json, encoding="utf-8")
-        if optimizer is not None or scheduler is not None:
-            torch.save({"optimizer": optimizer.state_dict() if optimizer else None,
-                        "scheduler": scheduler.state_dict() if scheduler else None},
-                       temp / OPTIMIZER)
+        tied, num_tensors = _write_weights(temp, model)
+        _write_resumables(temp, tokenizer_path, tokenizer_json, optimizer, scheduler)
         _write_json(temp / RNG, rng_state if rng_state is not None else capture_rng_state())
-        files = sorted(p.name for p in temp.iterdir())
-        metadata = {
-            "format_version": FORMAT_VERSION,
-            "step": step,
-            "config": config,
+        _write_json(temp / METADATA, {
+            "format_version": FORMAT_VERSION, "step": step, "config": config,
             "tokenizer": TOKENIZER if (temp / TOKENIZER).exists() else None,
-            "tied": tied,
-            "num_tensors": len(tensors),
+            "tied": tied, "num_tensors": num_tensors,
             "num_parameters": sum(p.numel() for p in model.parameters()),
-            "environment": {"torch": torch.__version__, "numpy": np.__version__,
-                            "python": platform.python_version(),
-                            "cuda_rng_states": torch.cuda.device_count()
-                            if torch.cuda.is_available() else 0},
-            "sha256": {name: _sha256(temp / name) for name in files},
+            "environment": _environment(),
+            "sha256": {p.name: sha256_file(p) for p in sorted(temp.iterdir())},
             "extra": extra,
-        }
-        _write_json(temp / METADATA, metadata)
-        for path in temp.iterdir():
-            _fsync(path)
-        _fsync(temp)
+        })
+        for path in [*temp.iterdir(), temp]:
+            fsync_path(path)
         _swap_in(temp, target)
     except BaseException:
         shutil.rmtree(temp, ignore_errors=True)
@@ -204,14 +186,43 @@ def save_checkpoint(
     return target
 
 
+def _write_weights(folder: Path, model: nn.Module) -> tuple[dict[str, str], int]:
+    """``model.safetensors`` in ``folder``; returns the tied names and the tensors stored."""
+    tensors, tied = _split_tied(model.state_dict())
+    # safetensors' own save_file makes the file 0600: serialise, then write it as any other
+    atomic_write_bytes(folder / WEIGHTS, save({k: v.cpu() for k, v in tensors.items()},
+                                              metadata={"format": "pt", "tied": json.dumps(tied)}))
+    return tied, len(tensors)
+
+
+def _write_resumables(folder: Path, tokenizer_path: str | Path | None,
+                      tokenizer_json: str | None, optimizer: torch.optim.Optimizer | None,
+                      scheduler: Any | None) -> None:
+    """The optional files: the tokenizer (copied, or from its JSON) and ``optimizer.pt``."""
+    if tokenizer_path is not None:
+        shutil.copyfile(tokenizer_path, folder / TOKENIZER)
+    elif tokenizer_json is not None:
+        atomic_write_text(folder / TOKENIZER, tokenizer_json)
+    if optimizer is not None or scheduler is not None:
+        torch.save({"optimizer": optimizer.state_dict() if optimizer else None,
+                    "scheduler": scheduler.state_dict() if scheduler else None},
+                   folder / OPTIMIZER)
+
+
+def _environment() -> dict[str, Any]:
+    return {"torch": torch.__version__, "numpy": np.__version__,
+            "python": platform.python_version(),
+            "cuda_rng_states": torch.cuda.device_count() if torch.cuda.is_available() else 0}
+
+
 def _swap_in(temp: Path, target: Path) -> None:
     """Rename ``temp`` to ``target``; an existing target is moved away first, then deleted."""
     old = None
     if target.exists():
-        old = Path(tempfile.mkdtemp(prefix=f".{target.name}.old-", dir=target.parent))
+        old = new_directory(target.parent, f".{target.name}.old-")
         os.replace(target, old / "previous")
     os.replace(temp, target)
-    _fsync(target.parent)
+    fsync_path(target.parent)
     if old is not None:
         shutil.rmtree(old, ignore_errors=True)
 
@@ -237,10 +248,21 @@ def _read_metadata(directory: Path) -> dict[str, Any]:
     for name, digest in metadata.get("sha256", {}).items():
         path = directory / name
         require(path.is_file(), str(path), "a file listed in checkpoint.json", "missing")
-        actual = _sha256(path)
+        actual = sha256_file(path)
         require(actual == digest, str(path), f"sha256 {digest} (corrupted or modified file)",
                 f"sha256 {actual}")
     return metadata
+
+
+def load_weights(directory: str | Path, map_location: str | torch.device = "cpu"
+                 ) -> dict[str, torch.Tensor]:
+    """A checkpoint's weights as a state dict, every file's sha256 verified first.
+
+    Tied names (stored once, see the module docstring) are all present again, so the result
+    loads with ``model.load_state_dict``.
+    """
+    directory = Path(directory)
+    return _load_state(directory, _read_metadata(directory), map_location)
 
 
 def _load_state(directory: Path, metadata: dict[str, Any], map_location: str | torch.device
@@ -251,10 +273,12 @@ def _load_state(directory: Path, metadata: dict[str, Any], map_location: str | t
     return state
 
 
-def _describe_mismatch(
+def describe_mismatch(
     expected: dict[str, torch.Tensor], got: dict[str, torch.Tensor], labels: str
 ) -> str:
-    """Missing and unexpected names of ``got`` and its shape mismatches, ``labels`` first."""
+    """How state dict ``got`` differs from ``expected``: its missing and unexpected names
+    and its shape mismatches (each ``got`` vs ``expected``, which ``labels`` names, e.g.
+    ``"checkpoint vs model"``); ``""`` when they match."""
     missing = sorted(set(expected) - set(got))
     unexpected = sorted(set(got) - set(expected))
     shapes = [f"{k}: {tuple(got[k].shape)} vs {tuple(expected[k].shape)}"
@@ -280,8 +304,8 @@ def load_checkpoint(
     """Verify a checkpoint's hashes, load it into the given objects, return its metadata.
 
     Every file listed in ``checkpoint.json`` must match its sha256 (a corrupted file raises
-    a ``ValueError`` naming it). Loading into a ``model`` whose tensors differ raises a
-    ``ValueError`` listing the missing and unexpected names and the shape mismatches.
+    a :class:`BookError` naming it). Loading into a ``model`` whose tensors differ raises a
+    :class:`BookError` listing the missing and unexpected names and the shape mismatches.
 
     Returns:
         ``checkpoint.json``'s contents (``step``, ``config``, ``extra``, ...) plus
@@ -295,7 +319,7 @@ def load_checkpoint(
                 type(model).__name__)
         state = _load_state(directory, metadata, map_location)
         expected = model.state_dict()
-        problem = _describe_mismatch(expected, state, "checkpoint vs model")
+        problem = describe_mismatch(expected, state, "checkpoint vs model")
         require(not problem, "model", f"tensors matching the checkpoint in {directory}",
                 problem)
         model.load_state_dict(state, strict=True)
@@ -316,7 +340,7 @@ def load_checkpoint(
     return {**metadata, "rng_state": rng_state, "directory": str(directory)}
 
 
-# ------------------------------------------------------------------- runs and averaging
+# ------------------------------------------------------------------------------- runs
 
 
 def list_checkpoints(run_dir: str | Path, pattern: str = "step_*") -> list[Path]:
@@ -340,35 +364,3 @@ def prune_checkpoints(run_dir: str | Path, keep_last: int, pattern: str = "step_
     for path in doomed:
         shutil.rmtree(path)
     return doomed
-
-
-def average_checkpoints(directories: Sequence[str | Path]) -> dict[str, torch.Tensor]:
-    """The element-wise mean of several checkpoints' weights (Section 6.1).
-
-    All must hold the same tensor names and shapes (differences are named in the
-    ``ValueError``). Floating-point tensors are averaged in float64 and cast back;
-    integer buffers are taken from the last checkpoint. Tied names are all present in the
-    result, so it loads with ``model.load_state_dict``.
-    """
-    require(isinstance(directories, Sequence) and not isinstance(directories, (str, bytes))
-            and len(directories) > 0, "directories", "a non-empty list of checkpoint folders",
-            repr(directories))
-    total: dict[str, torch.Tensor] = {}
-    first = None
-    last: dict[str, torch.Tensor] = {}
-    for directory in map(Path, directories):
-        state = _load_state(directory, _read_metadata(directory), "cpu")
-        if first is None:
-            first = directory
-            total = {k: v.double() if v.is_floating_point() else v for k, v in state.items()}
-        else:
-            problem = _describe_mismatch(total, state, "this vs first")
-            require(not problem, "directories", f"checkpoints shaped like {first}",
-                    f"{directory}: {problem}")
-            for k, v in state.items():
-                if v.is_floating_point():
-                    total[k] = total[k] + v.double()
-        last = state
-    n = len(directories)
-    return {k: (total[k] / n).to(v.dtype) if v.is_floating_point() else v.clone()
-            for k, v in last.items()}

@@ -4,17 +4,28 @@ in ``configs/`` (sections ``[model]``, ``[data]``, ``[train]``, ``[decode]``).""
 from __future__ import annotations
 
 import dataclasses
-import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from transformer_book.nn.config import PRESETS, TransformerConfig, _check_keys
+from transformer_book.nn.config import PRESETS, TransformerConfig
 from transformer_book.util.validation import (
+    BookError,
     fail,
     require,
+    require_number,
+    require_one_of,
     require_positive_int,
+    require_positive_number,
 )
+
+try:
+    import tomllib  # Python >= 3.11
+except ModuleNotFoundError:  # pragma: no cover - Python 3.10
+    try:
+        import tomli as tomllib  # type: ignore[no-redef]
+    except ModuleNotFoundError:
+        tomllib = None  # type: ignore[assignment]
 
 PRECISIONS = ("auto", "fp32", "bf16", "fp16")
 
@@ -94,12 +105,10 @@ class RunConfig:
         self.validate()
 
     def validate(self, source: str = "RunConfig") -> None:
-        """Check every value; errors name ``source`` and ``section.key``."""
-        require(self.model.preset in PRESETS, f"{source} [model] preset",
-                f"one of {sorted(PRESETS)}", repr(self.model.preset))
+        """Check every value; errors (:class:`BookError`) name ``source`` and ``section.key``."""
+        require_one_of(self.model.preset, f"{source} [model] preset", PRESETS)
         require(isinstance(self.model.overrides, dict), f"{source} [model] overrides",
                 "a table", repr(self.model.overrides))
-        _check_keys(self.model.overrides, f"{source} [model]")
         d, t, dec = self.data, self.train, self.decode
         for section, name, value, minimum in (
             ("data", "vocab_size", d.vocab_size, 4),
@@ -115,9 +124,8 @@ class RunConfig:
             ("decode", "max_len_b", dec.max_len_b, 0),
         ):
             require_positive_int(value, f"{source} [{section}] {name}", minimum)
-        for name, value in (("train_subset", d.train_subset),):
-            if value is not None:
-                require_positive_int(value, f"{source} [data] {name}")
+        if d.train_subset is not None:
+            require_positive_int(d.train_subset, f"{source} [data] train_subset")
         require(isinstance(d.src, str) and isinstance(d.tgt, str) and d.src != d.tgt,
                 f"{source} [data] src/tgt", "two different language codes", (d.src, d.tgt))
         require(t.max_steps is not None or t.max_minutes is not None,
@@ -126,13 +134,15 @@ class RunConfig:
             require_positive_int(t.max_steps, f"{source} [train] max_steps")
         for name, value in (("max_minutes", t.max_minutes), ("clip_norm", t.clip_norm)):
             if value is not None:
-                _require_positive_number(value, f"{source} [train] {name}")
-        _require_positive_number(t.lr_factor, f"{source} [train] lr_factor")
-        require(t.precision in PRECISIONS, f"{source} [train] precision",
-                f"one of {PRECISIONS}", repr(t.precision))
-        require(isinstance(dec.alpha, (int, float)) and not isinstance(dec.alpha, bool)
-                and dec.alpha >= 0, f"{source} [decode] alpha", "a number >= 0", repr(dec.alpha))
-        _require_positive_number(dec.max_len_a, f"{source} [decode] max_len_a", allow_zero=True)
+                require_positive_number(value, f"{source} [train] {name}")
+        require_positive_number(t.lr_factor, f"{source} [train] lr_factor")
+        require_one_of(t.precision, f"{source} [train] precision", PRECISIONS)
+        require_number(dec.alpha, f"{source} [decode] alpha", minimum=0)
+        require_positive_number(dec.max_len_a, f"{source} [decode] max_len_a", allow_zero=True)
+        try:  # the [model] keys and values (an unknown key, dropout = "0.1", ...)
+            self.model.build(d.vocab_size)
+        except BookError as error:
+            raise BookError(f"{source} [model] {error}") from error
 
     def model_config(self, vocab_size: int) -> TransformerConfig:
         """The :class:`TransformerConfig` of this run for the trained vocabulary size."""
@@ -164,7 +174,6 @@ class RunConfig:
                     require(isinstance(nested, dict), f"{source} [model] overrides",
                             "a table", repr(nested))
                     values = {**nested, **values}
-                _check_keys(values, f"{source} [model]")
                 built[name] = ModelSection(preset=preset, overrides=values)
                 continue
             known = {f.name for f in dataclasses.fields(kind)}
@@ -179,29 +188,16 @@ class RunConfig:
         return config
 
 
-def _require_positive_number(value: Any, argument: str, allow_zero: bool = False) -> None:
-    ok = (isinstance(value, (int, float)) and not isinstance(value, bool)
-          and math.isfinite(value) and (value >= 0 if allow_zero else value > 0))
-    require(ok, argument, "a number >= 0" if allow_zero else "a positive number", repr(value))
-
-
 def load_run_config(path: str | Path) -> RunConfig:
     """Read a training run's TOML file (``configs/*.toml``) into a :class:`RunConfig`.
 
     Sections ``[model]`` (``preset`` plus TransformerConfig overrides), ``[data]``,
-    ``[train]`` and ``[decode]``; anything else raises a ``ValueError`` naming the file,
+    ``[train]`` and ``[decode]``; anything else raises a :class:`BookError` naming the file,
     the section and the keys.
     """
     path = Path(path)
-    try:
-        import tomllib  # Python >= 3.11
-    except ModuleNotFoundError:  # pragma: no cover - Python 3.10
-        try:
-            import tomli as tomllib  # type: ignore[no-redef]
-        except ModuleNotFoundError as error:
-            raise ModuleNotFoundError(
-                "reading TOML on Python 3.10 needs `tomli`: pip install tomli"
-            ) from error
+    if tomllib is None:  # pragma: no cover - Python 3.10 without tomli
+        raise ModuleNotFoundError("reading TOML on Python 3.10 needs `tomli`: pip install tomli")
     require(path.is_file(), "path", "an existing TOML file", str(path))
     with path.open("rb") as handle:
         try:

@@ -4,6 +4,7 @@ environment (device, seeds, Colab), timing, RNG states and the JSON run records.
 
 from transformer_book.util.env import (
     DEVICE_ORDER,
+    device_name,
     environment_report,
     format_report,
     get_device,
@@ -15,11 +16,13 @@ from transformer_book.util.files import (
     atomic_write_bytes,
     atomic_write_json,
     atomic_write_text,
+    atomic_writer,
     fsync_path,
     new_directory,
     sha256_file,
 )
 from transformer_book.util.records import (
+    command_line,
     git_commit,
     hardware_info,
     read_records,
@@ -60,8 +63,11 @@ __all__ = [
     "atomic_write_bytes",
     "atomic_write_json",
     "atomic_write_text",
+    "atomic_writer",
     "best_time",
     "capture_rng_state",
+    "command_line",
+    "device_name",
     "environment_report",
     "fail",
     "format_report",

@@ -17,6 +17,8 @@ from importlib import metadata
 import numpy as np
 import torch
 
+from transformer_book.util.validation import BookError, require, require_int
+
 DEVICE_ORDER = ("cuda", "mps", "cpu")
 
 _REPORTED_PACKAGES = (
@@ -43,22 +45,29 @@ def get_device(prefer: str | None = None) -> torch.device:
 
     With ``prefer=None`` it picks the first available of cuda, mps and cpu. With
     ``prefer="cuda"`` (or ``"mps"``/``"cpu"``, optionally with an index like
-    ``"cuda:1"``) it returns that device or raises ``ValueError`` saying what is missing.
+    ``"cuda:1"``) it returns that device or raises a :class:`BookError` saying what is missing.
     """
     if prefer is None:
         return torch.device(next(kind for kind in DEVICE_ORDER if _available(kind)))
-    if not isinstance(prefer, str):
-        raise ValueError(f"prefer: expected None or one of {DEVICE_ORDER}, received {prefer!r}")
-    kind = prefer.split(":", 1)[0]
-    if kind not in DEVICE_ORDER:
-        raise ValueError(f"prefer: expected None or one of {DEVICE_ORDER}, received {prefer!r}")
+    kind = prefer.split(":", 1)[0] if isinstance(prefer, str) else None
+    require(kind in DEVICE_ORDER, "prefer", f"None or one of {DEVICE_ORDER}", repr(prefer))
     if not _available(kind):
         have = [k for k in DEVICE_ORDER if _available(k)]
-        raise ValueError(
+        raise BookError(
             f"prefer: {prefer!r} was requested but this machine has no {kind} device "
             f"(available: {', '.join(have)}); call get_device() to pick the best available one"
         )
     return torch.device(prefer)
+
+
+def device_name(device: torch.device | str) -> str:
+    """What ``device`` is: the GPU's name, ``"Apple GPU (Metal)"`` or the CPU's name."""
+    device = torch.device(device)
+    if device.type == "cuda":
+        return torch.cuda.get_device_name(device)
+    if device.type == "mps":
+        return "Apple GPU (Metal)"
+    return platform.processor() or platform.machine()
 
 
 @contextmanager
@@ -75,8 +84,7 @@ def torch_threads(count: int) -> Iterator[None]:
 
 def set_seed(seed: int = 0) -> None:
     """Seed Python's, NumPy's and PyTorch's generators (all devices) with ``seed``."""
-    if not isinstance(seed, int) or isinstance(seed, bool) or seed < 0:
-        raise ValueError(f"seed: expected a non-negative integer, received {seed!r}")
+    require_int(seed, "seed", minimum=0)
     random.seed(seed)
     np.random.seed(seed % 2**32)  # noqa: NPY002 - seeds the legacy global generator on purpose
     torch.manual_seed(seed)
@@ -101,18 +109,12 @@ def environment_report() -> dict[str, object]:
     ``device_name``, ``cpu_count``, ``torch_threads``, ``in_colab``.
     """
     device = get_device()
-    if device.type == "cuda":
-        device_name = torch.cuda.get_device_name(device)
-    elif device.type == "mps":
-        device_name = "Apple GPU (Metal)"
-    else:
-        device_name = platform.processor() or platform.machine()
     return {
         "python": platform.python_version(),
         "platform": platform.platform(terse=True),
         "packages": {name: _version(name) for name in _REPORTED_PACKAGES},
         "device": device.type,
-        "device_name": device_name,
+        "device_name": device_name(device),
         "cpu_count": os.cpu_count(),
         "torch_threads": torch.get_num_threads(),
         "in_colab": in_colab(),

@@ -1,8 +1,8 @@
 """Files written so that a reader sees the old version or the whole new one, never half.
 
 Every file the package writes (run records, checkpoints' JSON, tokenizers, notebooks,
-benchmark records) goes through :func:`atomic_write_bytes`: a temporary file in the same
-folder, flushed to disk, then ``os.replace``. The new file gets the permissions any new
+benchmark records, downloads) goes through :func:`atomic_writer`: a temporary file in the
+same folder, flushed to disk, then ``os.replace``. The new file gets the permissions any new
 file would get under the process's umask (0644 under umask 022), not ``mkstemp``'s 0600,
 so a shared server's other users can read it. Folders made with :func:`new_directory`
 likewise get 0755 under umask 022, not ``mkdtemp``'s 0700.
@@ -14,13 +14,18 @@ import hashlib
 import json
 import os
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
+
+from transformer_book.util.validation import fail
 
 __all__ = [
     "atomic_write_bytes",
     "atomic_write_json",
     "atomic_write_text",
+    "atomic_writer",
     "fsync_path",
     "new_directory",
     "sha256_file",
@@ -49,14 +54,23 @@ def fsync_path(path: str | os.PathLike[str]) -> None:
         os.close(fd)
 
 
-def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> Path:
-    """Write ``data`` to ``path`` atomically (temporary file in the same folder, fsync,
-    ``os.replace``); the file's mode follows the umask. Returns the path."""
+@contextmanager
+def atomic_writer(path: str | os.PathLike[str]) -> Iterator[BinaryIO]:
+    """A binary file handle whose contents replace ``path`` when the block ends without error.
+
+    The bytes go to a temporary file in the same folder; on leaving the block it is flushed
+    to disk, given the mode the umask allows (0644 under 022) and renamed over ``path``. An
+    exception inside the block (a failed download, a checksum that does not match) deletes
+    the temporary file and leaves ``path`` as it was::
+
+        with atomic_writer("data/file.gz") as out:
+            out.write(chunk)
+    """
     target = Path(path)
     handle, temp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     try:
         with os.fdopen(handle, "wb") as out:
-            out.write(data)
+            yield out
             out.flush()
             os.fsync(out.fileno())
         os.chmod(temp, 0o666 & ~_umask())
@@ -64,7 +78,13 @@ def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> Path:
     except BaseException:
         Path(temp).unlink(missing_ok=True)
         raise
-    return target
+
+
+def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> Path:
+    """Write ``data`` to ``path`` atomically (:func:`atomic_writer`); returns the path."""
+    with atomic_writer(path) as out:
+        out.write(data)
+    return Path(path)
 
 
 def atomic_write_text(path: str | os.PathLike[str], text: str) -> Path:
@@ -75,9 +95,12 @@ def atomic_write_text(path: str | os.PathLike[str], text: str) -> Path:
 def atomic_write_json(path: str | os.PathLike[str], data: Any, *, sort_keys: bool = False
                       ) -> Path:
     """:func:`atomic_write_text` of ``data`` as indented JSON and a final newline. NaN and
-    infinity are refused (``ValueError``) rather than written as invalid JSON."""
-    return atomic_write_text(path, json.dumps(data, indent=2, sort_keys=sort_keys,
-                                              allow_nan=False) + "\n")
+    infinity are refused (:class:`BookError`) rather than written as invalid JSON."""
+    try:
+        text = json.dumps(data, indent=2, sort_keys=sort_keys, allow_nan=False)
+    except ValueError as error:  # NaN or infinity somewhere in data
+        raise fail("data", "JSON values (no NaN or infinity)", f"{error}") from error
+    return atomic_write_text(path, text + "\n")
 
 
 def new_directory(parent: str | os.PathLike[str], prefix: str) -> Path:

@@ -16,7 +16,6 @@ import re
 import shlex
 import subprocess
 import sys
-import tempfile
 from collections.abc import Sequence
 from datetime import datetime, timezone
 from pathlib import Path
@@ -24,9 +23,18 @@ from typing import Any
 
 import torch
 
+from transformer_book.util.env import device_name
+from transformer_book.util.files import atomic_write_json
 from transformer_book.util.validation import require
 
-__all__ = ["git_commit", "hardware_info", "read_records", "utc_timestamp", "write_record"]
+__all__ = [
+    "command_line",
+    "git_commit",
+    "hardware_info",
+    "read_records",
+    "utc_timestamp",
+    "write_record",
+]
 
 _REPO_ROOT = Path(__file__).resolve().parents[3]
 # The commit a copied working tree (no .git) was taken from, e.g. on the GPU machine.
@@ -65,15 +73,9 @@ def git_commit(directory: str | Path | None = None) -> dict[str, Any]:
 def hardware_info(device: torch.device | str | None = None, world_size: int = 1) -> dict[str, Any]:
     """Device type and name, CPU count, torch threads, versions and process count."""
     device = torch.device(device or "cpu")
-    if device.type == "cuda":
-        name = torch.cuda.get_device_name(device)
-    elif device.type == "mps":
-        name = "Apple GPU (Metal)"
-    else:
-        name = platform.processor() or platform.machine()
     return {
         "device": device.type,
-        "device_name": name,
+        "device_name": device_name(device),
         "cuda_version": torch.version.cuda,
         "cpu_count": os.cpu_count(),
         "torch_threads": torch.get_num_threads(),
@@ -105,8 +107,9 @@ def _finite(value: Any) -> Any:
 def write_record(results_dir: str | Path, kind: str, name: str, record: dict[str, Any]) -> Path:
     """Write ``record`` as ``<results_dir>/<kind>-<name>-<UTC timestamp>.json``, atomically.
 
-    The file is written to a temporary file in the same folder and renamed into place;
-    if the name is taken (two runs in the same second), ``-1``, ``-2``, ... is appended.
+    The file is written through :func:`~transformer_book.util.files.atomic_write_json`
+    (NaN and infinity become ``null``); if the name is taken (two runs in the same second),
+    ``-1``, ``-2``, ... is appended.
     """
     require(isinstance(record, dict), "record", "a dict", type(record).__name__)
     folder = Path(results_dir)
@@ -117,17 +120,7 @@ def write_record(results_dir: str | Path, kind: str, name: str, record: dict[str
     while target.exists():
         target = folder / f"{stem}-{counter}.json"
         counter += 1
-    text = json.dumps(_finite(record), indent=2, sort_keys=False, allow_nan=False) + "\n"
-    fd, temp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=folder)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(temp, target)
-    except BaseException:
-        Path(temp).unlink(missing_ok=True)
-        raise
+    atomic_write_json(target, _finite(record))
     return target
 
 

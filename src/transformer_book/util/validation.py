@@ -107,12 +107,14 @@ def require_probability(value: Any, argument: str) -> float:
 
 
 def require_one_of(value: Any, argument: str, choices: Collection[Any]) -> Any:
-    """Return ``value`` if it is one of ``choices``."""
+    """Return ``value`` if it is one of ``choices``; the message lists them (in their order
+    for a list or tuple, sorted for a set or the keys of a dict)."""
     try:
         ok = value in choices
     except TypeError:  # an unhashable value against a set
         ok = False
-    require(ok, argument, f"one of {sorted(choices, key=str)}", repr(value))
+    shown = list(choices) if isinstance(choices, Sequence) else sorted(choices, key=str)
+    require(ok, argument, f"one of {shown}", repr(value))
     return value
 
 
