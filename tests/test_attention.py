@@ -23,6 +23,7 @@ from transformer_book.nn.attention import (
     scaled_dot_product_attention,
     scaled_dot_score,
 )
+from transformer_book.util.validation import BookError
 
 F64 = torch.float64
 SETTINGS = settings(max_examples=30, deadline=None)
@@ -78,7 +79,7 @@ def test_nadaraya_watson_module_learns_its_width() -> None:
 
 def test_attention_pooling_rejects_bad_input() -> None:
     x = torch.zeros(3, dtype=F64)
-    with pytest.raises(ValueError, match=r"bandwidth: expected a positive number, received 0"):
+    with pytest.raises(ValueError, match=r"bandwidth: expected a (finite|positive) number"):
         attention_pooling(x, x, x, bandwidth=0)
     with pytest.raises(ValueError, match=r"values: expected 3 rows"):
         attention_pooling(x, x, torch.zeros(4))
@@ -240,7 +241,7 @@ def test_mha_equals_torch_self_attention(bias: bool, need_weights: bool) -> None
     ref, ours = pair(bias=bias)
     x = randn(3, 7, 16, seed=1)
     expected, expected_w = ref(x, x, x, need_weights=True, average_attn_weights=False)
-    out, w = ours(x, need_weights=need_weights)
+    out, w = ours(x, x, x, need_weights=need_weights)
     torch.testing.assert_close(out, expected)
     if need_weights:
         torch.testing.assert_close(w, expected_w)
@@ -253,20 +254,23 @@ def test_mha_equals_torch_with_padding_and_causal_masks(need_weights: bool) -> N
     ref, ours = pair()
     ids = torch.tensor([[4, 5, 6, 7, 8, 9], [4, 5, 6, 0, 0, 0], [4, 5, 6, 7, 8, 0]])
     x = randn(3, 6, 16, seed=2)
+
+    def attend(**masks) -> torch.Tensor:  # self-attention: x three times
+        return ours(x, x, x, need_weights=need_weights, **masks)[0]
+
     keep = padding_mask(ids, 0)
     expected, _ = ref(x, x, x, key_padding_mask=ids == 0, need_weights=False)
-    torch.testing.assert_close(ours(x, mask=keep, need_weights=need_weights)[0], expected)
+    torch.testing.assert_close(attend(mask=keep), expected)
     causal = causal_mask(6)
     expected, _ = ref(x, x, x, attn_mask=~causal, need_weights=False)
-    torch.testing.assert_close(ours(x, mask=causal, need_weights=need_weights)[0], expected)
-    torch.testing.assert_close(ours(x, is_causal=True, need_weights=need_weights)[0], expected)
+    torch.testing.assert_close(attend(mask=causal), expected)
+    torch.testing.assert_close(attend(is_causal=True), expected)
     expected, _ = ref(x, x, x, attn_mask=~causal, key_padding_mask=ids == 0, need_weights=False)
-    torch.testing.assert_close(ours(x, mask=keep & causal, need_weights=need_weights)[0], expected)
-    torch.testing.assert_close(
-        ours(x, mask=keep, is_causal=True, need_weights=need_weights)[0], expected)
+    torch.testing.assert_close(attend(mask=keep & causal), expected)
+    torch.testing.assert_close(attend(mask=keep, is_causal=True), expected)
     # a (B, L_q, L_k) mask is read per batch item
     per_item = (keep & causal).squeeze(1)
-    torch.testing.assert_close(ours(x, mask=per_item, need_weights=need_weights)[0], expected)
+    torch.testing.assert_close(attend(mask=per_item), expected)
 
 
 @pytest.mark.parametrize("same_kv", [True, False])
@@ -284,7 +288,8 @@ def test_mha_equals_torch_cross_attention(same_kv: bool) -> None:
     assert w.shape == (2, 3, 4, 9)
     torch.testing.assert_close(w, w_ref)
     # precomputed keys/values give the same result
-    out, _ = ours(query, kv=ours.project_kv(memory, value), mask=padding_mask(ids, 0))
+    q = ours.project_query(query)
+    out, _ = ours.attend(q, *ours.project_kv(memory, value), mask=padding_mask(ids, 0))
     torch.testing.assert_close(out, expected)
 
 
@@ -298,12 +303,12 @@ def test_mha_fast_path_equals_teaching_path(b, lq, lk, heads, seed) -> None:
     mha = MultiHeadAttention(8, heads).to(F64)
     x, mem = randn(b, lq, 8, seed=seed), randn(b, lk, 8, seed=seed + 1)
     mask = random_mask(b, 1, lq, lk, seed=seed, keep_one=False)  # fully masked rows allowed
-    fast, _ = mha(x, mem, mask=mask)
-    slow, _ = mha(x, mem, mask=mask, need_weights=True)
+    fast, _ = mha(x, mem, mem, mask=mask)
+    slow, _ = mha(x, mem, mem, mask=mask, need_weights=True)
     torch.testing.assert_close(fast, slow)
     assert torch.isfinite(fast).all()
-    fast_self, _ = mha(x, is_causal=True)
-    torch.testing.assert_close(fast_self, mha(x, is_causal=True, need_weights=True)[0])
+    fast_self, _ = mha(x, x, x, is_causal=True)
+    torch.testing.assert_close(fast_self, mha(x, x, x, is_causal=True, need_weights=True)[0])
 
 
 @pytest.mark.parametrize("lq", [1, 4, attention.FEW_QUERIES, attention.FEW_QUERIES + 1])
@@ -314,12 +319,12 @@ def test_mha_decoding_path_equals_fused_path(lq: int) -> None:
     mha = MultiHeadAttention(8, 2).to(F64)
     x, mem = randn(3, lq, 8, seed=lq), randn(3, 5, 8, seed=lq + 1)
     mask = random_mask(3, 1, lq, 5, seed=lq, keep_one=False)
-    fused, _ = mha(x, mem, mask=mask)  # parameters need gradients: the fused kernel
+    fused, _ = mha(x, mem, mem, mask=mask)  # parameters need gradients: the fused kernel
     with torch.no_grad():
-        decoding, _ = mha(x, mem, mask=mask)
-        unmasked, _ = mha(x, mem)
+        decoding, _ = mha(x, mem, mem, mask=mask)
+        unmasked, _ = mha(x, mem, mem)
     torch.testing.assert_close(decoding, fused)
-    torch.testing.assert_close(unmasked, mha(x, mem)[0])
+    torch.testing.assert_close(unmasked, mha(x, mem, mem)[0])
 
 
 @pytest.mark.parametrize("need_weights", [False, True])
@@ -329,7 +334,7 @@ def test_mha_fully_masked_rows_zero_and_finite_gradients(need_weights: bool) -> 
     x = randn(2, 4, 8, seed=1, requires_grad=True)
     mask = torch.ones(2, 1, 4, 4, dtype=torch.bool)
     mask[1, :, 2] = False
-    out, _ = mha(x, mask=mask, need_weights=need_weights)
+    out, _ = mha(x, x, x, mask=mask, need_weights=need_weights)
     # attention output is zero, so the row is just out_proj's bias
     torch.testing.assert_close(out[1, 2], mha.out_proj.bias)
     out.sum().backward()
@@ -345,8 +350,9 @@ def test_mha_is_permutation_equivariant(b, length, seed) -> None:
     x = randn(b, length, 8, seed=seed)
     perm = torch.randperm(length)
     for need_weights in (False, True):
-        out, _ = mha(x, need_weights=need_weights)
-        out_perm, _ = mha(x[:, perm], need_weights=need_weights)
+        out, _ = mha(x, x, x, need_weights=need_weights)
+        xp = x[:, perm]
+        out_perm, _ = mha(xp, xp, xp, need_weights=need_weights)
         torch.testing.assert_close(out_perm, out[:, perm])
 
 
@@ -357,25 +363,26 @@ def test_mha_batch_items_are_independent() -> None:
     y = x.clone()
     y[1:] = randn(3, 5, 8, seed=2)
     for need_weights in (False, True):
-        torch.testing.assert_close(mha(x, need_weights=need_weights)[0][0],
-                                   mha(y, need_weights=need_weights)[0][0])
-        torch.testing.assert_close(mha(x[:1], need_weights=need_weights)[0][0],
-                                   mha(x, need_weights=need_weights)[0][0])
+        def attend(t: torch.Tensor, need_weights: bool = need_weights) -> torch.Tensor:
+            return mha(t, t, t, need_weights=need_weights)[0]
+
+        torch.testing.assert_close(attend(x)[0], attend(y)[0])
+        torch.testing.assert_close(attend(x[:1])[0], attend(x)[0])
 
 
 def test_kv_cache_token_by_token_equals_full_causal_attention() -> None:
     torch.manual_seed(0)
     mha = MultiHeadAttention(16, 4).to(F64).eval()
     x = randn(2, 6, 16, seed=1)
-    full, _ = mha(x, mask=causal_mask(6))
+    full, _ = mha(x, x, x, mask=causal_mask(6))
     steps, k, v = [], None, None
     for t in range(6):
         x_t = x[:, t : t + 1]
-        k_t, v_t = mha.project_kv(x_t)
+        k_t, v_t = mha.project_kv(x_t, x_t)
         assert k_t.shape == (2, 4, 1, 4)
         k = k_t if k is None else torch.cat([k, k_t], dim=2)
         v = v_t if v is None else torch.cat([v, v_t], dim=2)
-        out_t, _ = mha(x_t, kv=(k, v), need_weights=t % 2 == 0)
+        out_t, _ = mha.attend(mha.project_query(x_t), k, v, need_weights=t % 2 == 0)
         steps.append(out_t)
     torch.testing.assert_close(torch.cat(steps, dim=1), full)
 
@@ -385,9 +392,9 @@ def test_dropout_only_in_training() -> None:
     mha = MultiHeadAttention(8, 2, dropout=0.5).to(F64)
     x = randn(2, 5, 8, seed=1)
     mha.eval()
-    torch.testing.assert_close(mha(x)[0], mha(x, need_weights=True)[0])
+    torch.testing.assert_close(mha(x, x, x)[0], mha(x, x, x, need_weights=True)[0])
     mha.train()
-    assert not torch.allclose(mha(x)[0], mha.eval()(x)[0])
+    assert not torch.allclose(mha(x, x, x)[0], mha.eval()(x, x, x)[0])
 
 
 def test_from_torch_rejects_unsupported_modules() -> None:
@@ -401,49 +408,54 @@ def test_from_torch_rejects_unsupported_modules() -> None:
 
 def test_mha_rejects_bad_input() -> None:
     with pytest.raises(
-        ValueError,
+        BookError,
         match=r"num_heads: expected a divisor of d_model=10, received 4",
     ):
         MultiHeadAttention(10, 4)
-    with pytest.raises(ValueError, match=r"dropout: expected a number in \[0, 1\)"):
+    with pytest.raises(BookError, match=r"dropout: expected a number in \[0, 1\)"):
         MultiHeadAttention(8, 2, dropout=1.5)
+    with pytest.raises(BookError, match=r"dropout: expected a number in \[0, 1\), received '0.1'"):
+        MultiHeadAttention(8, 2, dropout="0.1")
+    with pytest.raises(BookError, match=r"bias: expected True or False"):
+        MultiHeadAttention(8, 2, bias=1)
     torch.manual_seed(0)
     mha = MultiHeadAttention(8, 2).to(F64)
     x = randn(2, 3, 8)
+    bad = randn(2, 3, 6)
     with pytest.raises(
-        ValueError,
+        BookError,
         match=r"query: expected shape \(B, L, d_model=8\), received shape \(2, 3, 6\)",
     ):
-        mha(randn(2, 3, 6))
-    with pytest.raises(ValueError, match=r"key: expected shape \(B, L, d_model=8\)"):
-        mha(x, randn(2, 4, 6))
-    with pytest.raises(ValueError, match=r"value: expected length L_k=4 \(as key\)"):
+        mha(bad, bad, bad)
+    with pytest.raises(BookError, match=r"key: expected shape \(B, L, d_model=8\)"):
+        mha(x, randn(2, 4, 6), randn(2, 4, 6))
+    with pytest.raises(BookError, match=r"value: expected shape \(2, 4, d_model=8\)"):
         mha(x, randn(2, 4, 8), randn(2, 5, 8))
-    with pytest.raises(
-        ValueError,
-        match=r"key: expected batch size 2 \(as query\), received shape \(3, 4, 8\)",
-    ):
-        mha(x, randn(3, 4, 8))
-    with pytest.raises(ValueError, match=r"value: expected batch size 2"):
+    with pytest.raises(BookError, match=r"value: expected shape \(2, 4, d_model=8\)"):
         mha(x, randn(2, 4, 8), randn(3, 4, 8))
     with pytest.raises(
-        ValueError,
+        BookError, match=r"k: expected shape \(B=2, h=2, L, d_k=4\).*received shape \(3, 2, 4, 4\)",
+    ):
+        mha(x, randn(3, 4, 8), randn(3, 4, 8))
+    with pytest.raises(
+        BookError,
         match=r"mask: expected a boolean tensor \(True = may attend\), "
         r"received dtype torch.float32",
     ):
-        mha(x, mask=torch.ones(3, 3))
+        mha(x, x, x, mask=torch.ones(3, 3))
     with pytest.raises(
-        ValueError,
+        BookError,
         match=r"mask: expected a shape broadcastable to \(2, 2, 3, 3\), received shape \(3, 4\)",
     ):
-        mha(x, mask=torch.ones(3, 4, dtype=torch.bool))
-    with pytest.raises(ValueError, match=r"mask: expected a shape broadcastable"):
-        mha(x, mask=torch.ones(5, 3, 3, dtype=torch.bool))
-    with pytest.raises(ValueError, match=r"kv\[0\]: expected shape \(B=2, h=2, L_k, d_k=4\)"):
-        mha(x, kv=(randn(2, 3, 4, 4), randn(2, 2, 4, 4)))
-    with pytest.raises(ValueError, match=r"kv\[1\]: expected length L_k=4"):
-        mha(x, kv=(randn(2, 2, 4, 4), randn(2, 2, 5, 4)))
-    with pytest.raises(ValueError, match=r"kv: expected no key/value alongside kv"):
-        mha(x, x, kv=(randn(2, 2, 4, 4), randn(2, 2, 4, 4)))
+        mha(x, x, x, mask=torch.ones(3, 4, dtype=torch.bool))
+    with pytest.raises(BookError, match=r"mask: expected a shape broadcastable"):
+        mha(x, x, x, mask=torch.ones(5, 3, 3, dtype=torch.bool))
+    q = mha.project_query(x)
+    with pytest.raises(BookError, match=r"k: expected shape \(B=2, h=2, L, d_k=4\)"):
+        mha.attend(q, randn(2, 3, 4, 4), randn(2, 2, 4, 4))
+    with pytest.raises(BookError, match=r"v: expected .*v's L as k's"):
+        mha.attend(q, randn(2, 2, 4, 4), randn(2, 2, 5, 4))
+    with pytest.raises(TypeError):  # key and value are required: no guessing
+        mha(x)
 
     assert set(attention.__all__) <= set(dir(attention))

@@ -23,6 +23,7 @@ from transformer_book.inference.beam import (
 from transformer_book.inference.greedy import greedy_decode
 from transformer_book.inference.lengths import output_length_limits
 from transformer_book.nn.config import TransformerConfig
+from transformer_book.nn.kv_cache import DecoderCache
 from transformer_book.nn.transformer import Transformer
 from transformer_book.util.validation import BookError
 
@@ -286,8 +287,6 @@ def test_cache_reorder_and_select_follow_the_hypotheses() -> None:
 
 
 def test_reorder_leaves_room_that_the_next_extend_fills_in_place() -> None:
-    from transformer_book.nn.layers import DecoderCache
-
     torch.manual_seed(0)
     k, v = torch.randn(3, 2, 4, 5), torch.randn(3, 2, 4, 5)  # (N, h, t, d_k)
     cache = DecoderCache()

@@ -12,9 +12,11 @@ from torch import nn
 
 from transformer_book.data.toy import make_toy_task, toy_batches
 from transformer_book.nn.config import TransformerConfig
-from transformer_book.nn.layers import DecoderCache, EncoderLayer, FeedForward
+from transformer_book.nn.kv_cache import DecoderCache
+from transformer_book.nn.layers import EncoderLayer, FeedForward
 from transformer_book.nn.positional import sinusoidal_encoding
 from transformer_book.nn.transformer import Transformer, count_parameters, cross_attention_weights
+from transformer_book.util.validation import BookError
 
 F64 = torch.float64
 V = 23
@@ -263,11 +265,15 @@ def test_bad_ids_raise_value_errors_naming_the_argument() -> None:
     m = model()
     good = ids(2, 4, seed=19)
     memory = m.encode(good)
-    with pytest.raises(ValueError, match=r"src_ids: expected token ids in \[0, vocab_size=23\), "
-                                         r"received min -1, max 22"):
-        m(torch.tensor([[-1, 22]]), good[:1])
-    with pytest.raises(ValueError, match=r"tgt_ids: .*received min 3, max 23"):
-        m(good, torch.tensor([[3, 23], [4, 5]]))
+    # Id values are checked by check_ids, which entry points call (forward does not sync).
+    with pytest.raises(BookError, match=r"src_ids: expected token ids in \[0, vocab_size=23\), "
+                                        r"received min -1, max 22"):
+        m.check_ids(torch.tensor([[-1, 22]]), "src_ids")
+    with pytest.raises(BookError, match=r"tgt_ids: .*received min 3, max 23"):
+        m.check_ids(torch.tensor([[3, 23], [4, 5]]), "tgt_ids")
+    with pytest.raises(BookError, match="src_ids: expected at most max_len=32 positions"):
+        m.check_ids(torch.full((1, 33), 4), "src_ids")
+    m.check_ids(good, "src_ids")  # in range: nothing to say
     with pytest.raises(ValueError, match="src_ids: expected at most max_len=32 positions "
                                          r"\(an error, not truncation\), received length 33"):
         m(torch.full((1, 33), 4), good[:1])

@@ -8,6 +8,8 @@ from transformer_book.nn.attention import (
     MultiHeadAttention,
     causal_mask,
     dot_score,
+    explicit_attention,
+    fused_attention,
     masked_softmax,
     padding_mask,
     scaled_dot_product_attention,
@@ -18,9 +20,9 @@ from transformer_book.nn.config import (
     PRESETS,
     TransformerConfig,
 )
+from transformer_book.nn.kv_cache import DecoderCache
 from transformer_book.nn.layers import (
     Decoder,
-    DecoderCache,
     DecoderLayer,
     Encoder,
     EncoderLayer,
@@ -57,6 +59,8 @@ __all__ = [
     "count_parameters",
     "cross_attention_weights",
     "dot_score",
+    "explicit_attention",
+    "fused_attention",
     "masked_softmax",
     "padding_mask",
     "relative_offset_matrix",

@@ -6,9 +6,10 @@ The output is computed as a weighted sum of the values, where the weight assigne
 value is computed by a compatibility function of the query with the corresponding key."
 
 This module holds, in the order the book meets them: scoring functions (dot, scaled dot,
-additive), :func:`scaled_dot_product_attention`, the padding and causal masks, and
-:class:`MultiHeadAttention`. Nadaraya–Watson attention pooling and the end-to-end memory
-network, which came before it, live in :mod:`transformer_book.baselines`.
+additive), the padding and causal masks, :func:`scaled_dot_product_attention`, and
+:class:`MultiHeadAttention` with its fast path (:func:`fused_attention`). Nadaraya–Watson
+attention pooling and the end-to-end memory network, which came before it, live in
+:mod:`transformer_book.baselines`.
 
 Masks are boolean and **True means "may attend"** throughout the package.
 """
@@ -21,13 +22,23 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from transformer_book.util.validation import fail, require, require_positive_int, require_tensor
+from transformer_book.nn.masks import check_mask, with_causal
+from transformer_book.util.validation import (
+    fail,
+    require,
+    require_bool,
+    require_positive_int,
+    require_probability,
+    require_tensor,
+)
 
 __all__ = [
     "AdditiveScore",
     "MultiHeadAttention",
     "causal_mask",
     "dot_score",
+    "explicit_attention",
+    "fused_attention",
     "masked_softmax",
     "padding_mask",
     "scaled_dot_product_attention",
@@ -43,10 +54,8 @@ def _check_qk(q: torch.Tensor, k: torch.Tensor) -> None:
     require_tensor(k, "k", floating=True)
     require(q.ndim >= 2, "q", "a tensor of shape (..., L_q, d_k)", f"shape {tuple(q.shape)}")
     require(k.ndim >= 2, "k", "a tensor of shape (..., L_k, d_k)", f"shape {tuple(k.shape)}")
-    require(
-        q.shape[-1] == k.shape[-1], "k", f"last dimension d_k={q.shape[-1]} (as q)",
-        f"shape {tuple(k.shape)}",
-    )
+    require(q.shape[-1] == k.shape[-1], "k", f"last dimension d_k={q.shape[-1]} (as q)",
+            f"shape {tuple(k.shape)}")
     try:
         torch.broadcast_shapes(q.shape[:-2], k.shape[:-2])
     except RuntimeError:
@@ -111,17 +120,6 @@ class AdditiveScore(nn.Module):
 # --------------------------------------------------------------------------- masks
 
 
-def _check_mask(mask: torch.Tensor, scores_shape: tuple[int, ...]) -> None:
-    require_tensor(mask, "mask")
-    require(mask.dtype == torch.bool, "mask", "a boolean tensor (True = may attend)",
-            f"dtype {mask.dtype}")
-    # Broadcastable to exactly the scores' shape: right-aligned, each dim 1 or equal. (A
-    # plain loop: torch.broadcast_shapes costs tens of µs, on every decoding step.)
-    ok = len(mask.shape) <= len(scores_shape) and all(
-        m in (1, s) for m, s in zip(reversed(mask.shape), reversed(scores_shape), strict=False))
-    require(ok, "mask", f"a shape broadcastable to {scores_shape}", f"shape {tuple(mask.shape)}")
-
-
 def masked_softmax(scores: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
     """Softmax over the last dimension that gives masked entries (mask False) weight zero.
 
@@ -133,10 +131,8 @@ def masked_softmax(scores: torch.Tensor, mask: torch.Tensor | None) -> torch.Ten
     if mask is None:
         return torch.softmax(scores, dim=-1)
     weights = torch.softmax(scores.masked_fill(~mask, torch.finfo(scores.dtype).min), dim=-1)
-    nothing_to_attend = ~mask.any(dim=-1, keepdim=True)  # (..., L_q or 1, 1): the small mask
-    if bool(nothing_to_attend.any()):
-        weights = weights.masked_fill(nothing_to_attend, 0.0)
-    return weights
+    # (..., L_q or 1, 1), computed on the small mask; filled always (no test, no sync).
+    return weights.masked_fill(~mask.any(dim=-1, keepdim=True), 0.0)
 
 
 def padding_mask(ids: torch.Tensor, pad_id: int) -> torch.Tensor:
@@ -165,8 +161,14 @@ def causal_mask(length: int, device: torch.device | str | None = None) -> torch.
 
 # --------------------------------------------------------------------------- attention
 
-# At most this many queries per head, on the CPU and without gradients, MultiHeadAttention's
-# fast path uses the explicit formula instead of the fused kernel (faster there, measured).
+# The fast path's CPU heuristic, measured by the decoding rows of benchmarks/bench_sdpa.py.
+# On the CPU, PyTorch's fused SDPA kernel splits the queries into blocks and pays a fixed
+# cost per block and head (buffers, a pass over every key) that a few queries cannot
+# amortise: for one query per head (a greedy step, B=512 h=4 L_k=20) or four (beam 4's
+# hypotheses of a sentence against its source) the explicit matmul + softmax + matmul is
+# 1.26x and 1.05x as fast (results/bench-20261201T175754Z.json, 1 thread); at training sizes
+# the fused kernel wins. Only without gradients or dropout (the explicit backward would
+# keep the L_q x L_k weights): decoding.
 FEW_QUERIES = 16
 
 
@@ -187,31 +189,56 @@ def scaled_dot_product_attention(
     boolean broadcastable to ``(..., L_q, L_k)``, True = may attend. Returns
     ``output (..., L_q, d_v)`` and ``weights (..., L_q, L_k)`` (before dropout; rows sum to
     one, or are all zero for a query whose keys are all masked, whose output is then zero).
-    ``dropout_p`` drops weights (Section 5.4) and is applied whenever it is positive.
-    """
+    ``dropout_p`` drops weights (Section 5.4) and is applied whenever it is positive."""
     _check_qk(q, k)
     require_tensor(v, "v", floating=True)
     require(v.ndim >= 2 and v.shape[-2] == k.shape[-2], "v", f"shape (..., L_k={k.shape[-2]}, d_v)",
             f"shape {tuple(v.shape)}")
-    require(0.0 <= dropout_p < 1.0, "dropout_p", "a number in [0, 1)", repr(dropout_p))
+    require_probability(dropout_p, "dropout_p")
     if mask is not None:
         batch = torch.broadcast_shapes(q.shape[:-2], k.shape[:-2])
-        _check_mask(mask, (*batch, q.shape[-2], k.shape[-2]))
-    return _attend(q, k, v, mask, dropout_p)
+        check_mask(mask, (*batch, q.shape[-2], k.shape[-2]))
+    return explicit_attention(q, k, v, mask, dropout_p)
 
 
-def _attend(
+def explicit_attention(
     q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None,
     dropout_p: float,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """:func:`scaled_dot_product_attention` on inputs already checked (it and
-    :class:`MultiHeadAttention`'s decoding path both run this)."""
+    """:func:`scaled_dot_product_attention` without its checks, for inputs already checked
+    (:class:`MultiHeadAttention`'s teaching and decoding paths, the benchmarks): the same
+    shapes, ``softmax(QKᵀ / √d_k) V`` written out, weights returned."""
     scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])  # scaled_dot_score, (..., L_q, L_k)
     weights = masked_softmax(scores, mask)  # (..., L_q, L_k)
     used = F.dropout(weights, dropout_p) if dropout_p > 0 else weights
     return used @ v, weights  # (..., L_q, L_k) @ (..., L_k, d_v) -> (..., L_q, d_v)
 
 
+def fused_attention(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None,
+    is_causal: bool, dropout_p: float,
+) -> torch.Tensor:
+    """The fast path: ``F.scaled_dot_product_attention`` on ``(B, h, L, d_k)`` tensors, with
+    the teaching path's semantics, except for a few queries on the CPU without gradients,
+    where the explicit formula is faster (:data:`FEW_QUERIES`). ``is_causal`` adds the
+    top-left causal mask to ``mask``.
+
+    A query that sees no key would get NaN from the fused kernel; it attends to every key
+    instead (finite values and gradients) and its output is zeroed, always: asking whether
+    any row is fully masked would read the mask on the host (a device sync).
+    """
+    if (q.shape[-2] <= FEW_QUERIES and q.device.type == "cpu" and dropout_p == 0.0
+            and not torch.is_grad_enabled()):
+        if is_causal:
+            mask = with_causal(mask, q.shape[-2], k.shape[-2], q.device)
+        return explicit_attention(q, k, v, mask, 0.0)[0]
+    if mask is None:  # let SDPA build the causal mask itself
+        return F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p, is_causal=is_causal)
+    if is_causal:
+        mask = with_causal(mask, q.shape[-2], k.shape[-2], q.device)
+    row_ok = mask.any(-1, keepdim=True)  # (..., L_q or 1, 1): does the query see any key?
+    out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask | ~row_ok, dropout_p=dropout_p)
+    return out * row_ok
 
 
 class MultiHeadAttention(nn.Module):
@@ -226,26 +253,23 @@ class MultiHeadAttention(nn.Module):
     The three input projections are packed in ``in_proj`` (weight ``(3·d_model, d_model)``,
     rows ``[W^Q; W^K; W^V]``, as in ``nn.MultiheadAttention``); ``out_proj`` is ``W^O``.
 
-    ``forward(query (B, L_q, d_model), key (B, L_k, d_model) = query, value = key,
-    mask=None, need_weights=False, kv=None, is_causal=False)`` returns
-    ``(output (B, L_q, d_model), weights (B, h, L_q, L_k) or None)``. ``mask`` is boolean,
-    True = may attend, shaped ``(L_q, L_k)``, ``(B, L_q, L_k)`` or broadcastable to
-    ``(B, h, L_q, L_k)`` (e.g. :func:`padding_mask`'s ``(B, 1, 1, L_k)``). ``is_causal``
-    adds the top-left :func:`causal_mask`. With ``need_weights=True`` the teaching path
-    (:func:`scaled_dot_product_attention`) runs and returns per-head weights; otherwise the
-    fast path (``torch.nn.functional.scaled_dot_product_attention``), except for a few
-    queries on the CPU without gradients (decoding steps, see :meth:`_fast_attention`).
-    Queries whose keys are all masked get a zero attention output on both paths (then
-    ``out_proj`` adds its bias).
+    ``forward(query (B, L_q, d_model), key (B, L_k, d_model), value (B, L_k, d_model),
+    mask=None, is_causal=False, need_weights=False)`` returns ``(output (B, L_q, d_model),
+    weights (B, h, L_q, L_k) or None)``; self-attention passes the same tensor three times
+    (and gets one packed projection). ``mask`` is boolean, True = may attend, shaped
+    ``(L_q, L_k)``, ``(B, L_q, L_k)`` or broadcastable to ``(B, h, L_q, L_k)`` (e.g.
+    :func:`padding_mask`'s ``(B, 1, 1, L_k)``); ``is_causal`` adds the top-left
+    :func:`causal_mask`. With ``need_weights=True`` the teaching path
+    (:func:`explicit_attention`) runs and returns per-head weights; otherwise the fast path
+    (:func:`fused_attention`). Queries whose keys are all masked get a zero attention
+    output on both paths (then ``out_proj`` adds its bias). Only metadata is checked
+    (shapes, dtypes: no device sync), and nothing while ``torch.compile`` traces.
 
-    KV cache: :meth:`project_kv` returns head-split ``(k, v)``, each ``(B, h, L_k, d_k)``;
-    ``forward(query, kv=(k, v))`` attends to them instead of projecting ``key``/``value``::
-
-        memory_kv = cross.project_kv(memory)            # cross-attention: once per sentence
-        out, _ = cross(y_t, kv=memory_kv)
-        k_t, v_t = self_attn.project_kv(y_t)            # self-attention: grow by one token
-        k, v = torch.cat([k, k_t], dim=2), torch.cat([v, v_t], dim=2)
-        out, _ = self_attn(y_t, kv=(k, v))              # no mask: the cache holds the past
+    Incremental decoding projects once and attends many times: ``forward`` is
+    :meth:`project_query` and :meth:`project_kv`, then :meth:`attend` on the head-split
+    tensors; a :class:`~transformer_book.nn.kv_cache.DecoderCache` keeps ``project_kv``'s
+    results between steps (cross-attention's once per sentence, self-attention's growing
+    by one token per step), so a step is ``attend(project_query(y_t), k, v)``.
     """
 
     def __init__(self, d_model: int, num_heads: int, dropout: float = 0.0, bias: bool = True):
@@ -254,9 +278,9 @@ class MultiHeadAttention(nn.Module):
         require_positive_int(num_heads, "num_heads")
         require(d_model % num_heads == 0, "num_heads", f"a divisor of d_model={d_model}",
                 num_heads)
-        require(0.0 <= dropout < 1.0, "dropout", "a number in [0, 1)", repr(dropout))
+        self.dropout = require_probability(dropout, "dropout")
+        require_bool(bias, "bias")
         self.d_model, self.num_heads, self.d_k = d_model, num_heads, d_model // num_heads
-        self.dropout = float(dropout)
         self.in_proj = nn.Linear(d_model, 3 * d_model, bias=bias)
         self.out_proj = nn.Linear(d_model, d_model, bias=bias)
         nn.init.xavier_uniform_(self.in_proj.weight)
@@ -289,119 +313,88 @@ class MultiHeadAttention(nn.Module):
         x = x.view(b, length, parts, self.num_heads, self.d_k).permute(2, 0, 3, 1, 4)
         return tuple(x.contiguous().unbind(0))
 
-    def _check_input(self, x: torch.Tensor, name: str, batch: int | None) -> None:
-        require_tensor(x, name, ndim=3, floating=True)
-        require(x.shape[-1] == self.d_model, name, f"shape (B, L, d_model={self.d_model})",
-                f"shape {tuple(x.shape)}")
-        require(batch is None or x.shape[0] == batch, name,
-                f"batch size {batch} (as query)", f"shape {tuple(x.shape)}")
-
-    def project_kv(
-        self, key: torch.Tensor, value: torch.Tensor | None = None
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        """Project and head-split: ``key, value (B, L_k, d_model)`` -> two ``(B, h, L_k, d_k)``."""
-        value = key if value is None else value
-        self._check_input(key, "key", None)
-        self._check_input(value, "value", key.shape[0])
-        require(value.shape[1] == key.shape[1], "value", f"length L_k={key.shape[1]} (as key)",
-                f"shape {tuple(value.shape)}")
-        if value is key:
-            return self._split_heads(self._project(key, 1, 3), 2)  # packed W^K, W^V
-        (k,) = self._split_heads(self._project(key, 1, 2), 1)
-        (v,) = self._split_heads(self._project(value, 2, 3), 1)
-        return k, v
-
     def _project(self, x: torch.Tensor, start: int, stop: int) -> torch.Tensor:
         """Apply rows ``start·d_model : stop·d_model`` of ``in_proj`` (0 = Q, 1 = K, 2 = V)."""
         rows = slice(start * self.d_model, stop * self.d_model)
         bias = None if self.in_proj.bias is None else self.in_proj.bias[rows]
         return F.linear(x, self.in_proj.weight[rows], bias)  # (B, L, d) -> (B, L, parts·d)
 
-    def _prepare_mask(
-        self, mask: torch.Tensor | None, is_causal: bool, shape: tuple[int, ...], device
-    ) -> tuple[torch.Tensor | None, bool]:
-        """Validate ``mask``, fold in ``is_causal``; say whether the result is exactly causal."""
+    def _check_input(self, x: torch.Tensor, name: str, b_l: tuple[int, int] | None = None
+                     ) -> None:
+        """``x (B, L, d_model)``, with ``(B, L) = b_l`` when given (metadata only)."""
+        require_tensor(x, name, ndim=3, floating=True)
+        where = "B, L" if b_l is None else f"{b_l[0]}, {b_l[1]}"
+        require(x.shape[-1] == self.d_model and (b_l is None or x.shape[:2] == b_l), name,
+                f"shape ({where}, d_model={self.d_model})", f"shape {tuple(x.shape)}")
+
+    def project_query(self, query: torch.Tensor) -> torch.Tensor:
+        """``query (B, L_q, d_model)`` -> head-split ``Q W^Q``, ``(B, h, L_q, d_k)``."""
+        if not torch.compiler.is_compiling():
+            self._check_input(query, "query")
+        return self._split_heads(self._project(query, 0, 1), 1)[0]
+
+    def project_kv(
+        self, key: torch.Tensor, value: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """``key, value (B, L_k, d_model)`` -> head-split ``K W^K, V W^V``, two
+        ``(B, h, L_k, d_k)`` (one packed projection when ``value is key``)."""
+        if not torch.compiler.is_compiling():
+            self._check_input(key, "key")
+            self._check_input(value, "value", key.shape[:2])
+        if value is key:
+            return self._split_heads(self._project(key, 1, 3), 2)  # packed W^K, W^V
+        (k,) = self._split_heads(self._project(key, 1, 2), 1)
+        (v,) = self._split_heads(self._project(value, 2, 3), 1)
+        return k, v
+
+    def attend(
+        self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+        mask: torch.Tensor | None = None, is_causal: bool = False, need_weights: bool = False,
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """Attention over projected heads: ``q (B, h, L_q, d_k)``, ``k, v (B, h, L_k, d_k)``
+        -> ``(W^O Concat(heads) (B, L_q, d_model), weights (B, h, L_q, L_k) or None)``;
+        ``mask``, ``is_causal`` and ``need_weights`` as in :meth:`forward`."""
+        b, _, l_q, _ = q.shape
+        if mask is not None and mask.ndim == 3:
+            mask = mask.unsqueeze(1)  # (B, L_q, L_k) -> (B, 1, L_q, L_k)
+        if not torch.compiler.is_compiling():
+            self._check_heads(q, k, v, mask)
+        dropout_p = self.dropout if self.training else 0.0
+        if need_weights:
+            if is_causal:
+                mask = with_causal(mask, l_q, k.shape[2], q.device)
+            out, weights = explicit_attention(q, k, v, mask, dropout_p)
+        else:
+            out, weights = fused_attention(q, k, v, mask, is_causal, dropout_p), None
+        # (B, h, L_q, d_k) -> (B, L_q, h, d_k) -> (B, L_q, d_model)
+        out = out.transpose(1, 2).reshape(b, l_q, self.d_model)
+        return self.out_proj(out), weights
+
+    def _check_heads(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+                     mask: torch.Tensor | None) -> None:
+        for name, t in (("q", q), ("k", k), ("v", v)):
+            require_tensor(t, name, ndim=4, floating=True)
+            ok = t.shape[0] == q.shape[0] and t.shape[1:4:2] == (self.num_heads, self.d_k)
+            require(ok and (name != "v" or t.shape[2] == k.shape[2]), name,
+                    f"shape (B={q.shape[0]}, h={self.num_heads}, L, d_k={self.d_k}), v's L as k's",
+                    f"shape {tuple(t.shape)}")
         if mask is not None:
-            require_tensor(mask, "mask")
-            require(mask.dtype == torch.bool, "mask", "a boolean tensor (True = may attend)",
-                    f"dtype {mask.dtype}")
-            if mask.ndim == 3:
-                mask = mask.unsqueeze(1)  # (B, L_q, L_k) -> (B, 1, L_q, L_k)
-            _check_mask(mask, shape)
-        if not is_causal and mask is not None and mask.ndim == 2 and shape[2] == shape[3]:
-            is_causal = torch.equal(mask, causal_mask(shape[2], device))  # spot a plain causal mask
-            mask = None if is_causal else mask
-        if is_causal:
-            causal = torch.ones(shape[-2:], dtype=torch.bool, device=device).tril()
-            return (causal, True) if mask is None else (mask & causal, False)
-        return mask, False
+            check_mask(mask, (q.shape[0], self.num_heads, q.shape[2], k.shape[2]))
 
     def forward(
         self,
         query: torch.Tensor,
-        key: torch.Tensor | None = None,
-        value: torch.Tensor | None = None,
+        key: torch.Tensor,
+        value: torch.Tensor,
         mask: torch.Tensor | None = None,
-        need_weights: bool = False,
-        kv: tuple[torch.Tensor, torch.Tensor] | None = None,
         is_causal: bool = False,
+        need_weights: bool = False,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """Attend from ``query`` to ``key``/``value`` (or ``kv``); see the class docstring."""
-        self._check_input(query, "query", None)
-        b, l_q, d = query.shape
-        if kv is not None:
-            require(key is None and value is None, "kv", "no key/value alongside kv",
-                    "key or value as well")
-            k, v = kv
-            for name, t in (("kv[0]", k), ("kv[1]", v)):
-                require_tensor(t, name, ndim=4, floating=True)
-                require(t.shape[:2] == (b, self.num_heads) and t.shape[3] == self.d_k, name,
-                        f"shape (B={b}, h={self.num_heads}, L_k, d_k={self.d_k})",
-                        f"shape {tuple(t.shape)}")
-            require(k.shape[2] == v.shape[2], "kv[1]", f"length L_k={k.shape[2]} (as kv[0])",
-                    f"shape {tuple(v.shape)}")
-            (q,) = self._split_heads(self._project(query, 0, 1), 1)
-        elif (key is None or key is query) and (value is None or value is query):
-            q, k, v = self._split_heads(self.in_proj(query), 3)  # packed self-attention
-        else:
-            key = query if key is None else key
-            self._check_input(key, "key", b)
-            (q,) = self._split_heads(self._project(query, 0, 1), 1)
-            k, v = self.project_kv(key, value)
-        shape = (b, self.num_heads, l_q, k.shape[2])
-        mask, only_causal = self._prepare_mask(mask, is_causal, shape, query.device)
-        dropout_p = self.dropout if self.training else 0.0
-        if need_weights:
-            out, weights = scaled_dot_product_attention(q, k, v, mask, dropout_p)
-        else:
-            out, weights = self._fast_attention(q, k, v, mask, only_causal, dropout_p), None
-        # (B, h, L_q, d_k) -> (B, L_q, h, d_k) -> (B, L_q, d_model)
-        out = out.transpose(1, 2).reshape(b, l_q, d)
-        return self.out_proj(out), weights
-
-    @staticmethod
-    def _fast_attention(
-        q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None,
-        only_causal: bool, dropout_p: float,
-    ) -> torch.Tensor:
-        """Fused attention (``F.scaled_dot_product_attention``), zero for fully masked queries.
-
-        Decoding asks for a few queries at a time (one per hypothesis and step, or the K
-        beams of a sentence against its source). On the CPU the fused kernel has a large
-        fixed cost per block of queries, and for at most :data:`FEW_QUERIES` queries without
-        gradients the explicit formula is faster (the decoding rows of
-        ``benchmarks/bench_sdpa.py`` measure it).
-        """
-        if (q.shape[-2] <= FEW_QUERIES and q.device.type == "cpu" and dropout_p == 0.0
-                and not torch.is_grad_enabled()):
-            return _attend(q, k, v, mask, 0.0)[0]
-        if mask is None:
-            return F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p)
-        if only_causal:  # exactly causal: let SDPA build the mask itself
-            return F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p, is_causal=True)
-        row_ok = mask.any(-1, keepdim=True)  # (..., L_q, 1): does the query see any key?
-        if bool(row_ok.all()):
-            return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p)
-        # Fully masked rows: let them attend everywhere (finite values and gradients), then zero.
-        out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask | ~row_ok, dropout_p=dropout_p)
-        return out * row_ok
+        """Attend from ``query`` to ``key``/``value``; see the class docstring."""
+        if not (key is query and value is query):
+            return self.attend(self.project_query(query), *self.project_kv(key, value),
+                               mask, is_causal, need_weights)
+        if not torch.compiler.is_compiling():
+            self._check_input(query, "query")
+        q, k, v = self._split_heads(self.in_proj(query), 3)  # self-attention: packed Q, K, V
+        return self.attend(q, k, v, mask, is_causal, need_weights)

@@ -30,11 +30,11 @@ from torch import nn
 
 from transformer_book.nn.attention import MultiHeadAttention
 from transformer_book.nn.config import TransformerConfig
+from transformer_book.nn.kv_cache import DecoderCache
+from transformer_book.nn.masks import shifted_causal_mask
 from transformer_book.util.validation import require, require_positive_int
 
-__all__ = ["Decoder", "DecoderCache", "DecoderLayer", "Encoder", "EncoderLayer", "FeedForward"]
-
-KV = tuple[torch.Tensor, torch.Tensor]
+__all__ = ["Decoder", "DecoderLayer", "Encoder", "EncoderLayer", "FeedForward"]
 
 
 class FeedForward(nn.Module):
@@ -97,91 +97,11 @@ class EncoderLayer(_Residual):
     def forward(
         self, x: torch.Tensor, mask: torch.Tensor | None = None, need_weights: bool = False
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        out, weights = self.self_attn(self._in(x, self.norm1), mask=mask,
-                                      need_weights=need_weights)
+        h = self._in(x, self.norm1)
+        out, weights = self.self_attn(h, h, h, mask=mask, need_weights=need_weights)
         x = self._out(x, out, self.norm1)
         x = self._out(x, self.ffn(self._in(x, self.norm2)), self.norm2)
         return x, weights
-
-
-class DecoderCache:
-    """Keys and values the decoder keeps between steps of incremental decoding.
-
-    ``self_kv[i]``: layer i's self-attention ``(k, v)``, each ``(N, h, t, d_k)`` for the N
-    hypotheses being decoded, extended by the new tokens at every call. ``cross_kv[i]``:
-    layer i's cross-attention ``(k, v)``, each ``(B, h, S, d_k)`` for the B source
-    sentences, projected from the encoder memory once (first call) and reused. Greedy
-    decoding has one hypothesis per sentence (N = B); beam search has K (N = B·K), and the
-    K hypotheses of a sentence share its one copy of the cross-attention keys and values.
-    ``length`` is t, the number of target positions seen so far (the position offset).
-
-    Beam search reorders the cache at every step, and appending copies it too
-    (``torch.cat``). :meth:`reorder` therefore copies into tensors with room for one more
-    position, which the next :meth:`extend` fills in place: one copy per step, not two.
-    """
-
-    def __init__(self) -> None:
-        self._self: list[list] = []  # per layer: [k, v, t], k and v (N, h, t + room, d_k)
-        self.cross_kv: list[KV] = []
-
-    @property
-    def self_kv(self) -> list[KV]:
-        """Each layer's ``(k, v)``, ``(N, h, t, d_k)``."""
-        return [(k[:, :, :t], v[:, :, :t]) for k, v, t in self._self]
-
-    @self_kv.setter
-    def self_kv(self, pairs: list[KV]) -> None:
-        self._self = [[k, v, k.shape[2]] for k, v in pairs]
-
-    @property
-    def length(self) -> int:
-        return self._self[0][2] if self._self else 0
-
-    @property
-    def batch_size(self) -> int | None:
-        """N, the number of hypotheses cached (``None`` before the first call)."""
-        return self._self[0][0].shape[0] if self._self else None
-
-    def extend(self, layer: int, k: torch.Tensor, v: torch.Tensor) -> KV:
-        """Append the new tokens' ``k, v (N, h, T_new, d_k)`` to layer ``layer``'s
-        self-attention cache and return the whole ``(N, h, t + T_new, d_k)`` pair."""
-        if layer == len(self._self):  # first call: nothing cached yet
-            self._self.append([k, v, k.shape[2]])
-            return k, v
-        entry = self._self[layer]
-        past_k, past_v, t = entry
-        end = t + k.shape[2]
-        if end <= past_k.shape[2]:  # room left by reorder: write in place
-            past_k[:, :, t:end], past_v[:, :, t:end] = k, v
-        else:
-            entry[0] = torch.cat([past_k[:, :, :t], k], dim=2)
-            entry[1] = torch.cat([past_v[:, :, :t], v], dim=2)
-        entry[2] = end
-        return entry[0][:, :, :end], entry[1][:, :, :end]
-
-    def reorder(self, index: torch.Tensor) -> None:
-        """Keep hypotheses ``index`` (long ``(N',)``) of the self-attention cache (beam
-        search: each new hypothesis continues the one it extends), with room for the next
-        position.
-
-        Cross-attention k/v are left alone: they depend only on the source sentence, and
-        beam search reorders hypotheses within a sentence, never across sentences.
-        """
-        for entry in self._self:
-            t = entry[2]
-            for i in (0, 1):  # (N, h, t, d_k) -> (N', h, t + 1, d_k), the last position empty
-                past = entry[i][:, :, :t]
-                heads, d_k = past.shape[1], past.shape[3]
-                entry[i] = past.new_empty((index.shape[0], heads, t + 1, d_k))
-                torch.index_select(past, 0, index, out=entry[i][:, :, :t])
-
-    def select(self, sentences: torch.Tensor, hypotheses: torch.Tensor | None = None) -> None:
-        """Keep source sentences ``sentences`` (long ``(B',)``) of the cross-attention
-        cache and their hypotheses ``hypotheses`` (long ``(N',)``; default ``sentences``,
-        one hypothesis per sentence) of the self-attention cache."""
-        self.reorder(sentences if hypotheses is None else hypotheses)
-        self.cross_kv = [(k.index_select(0, sentences), v.index_select(0, sentences))
-                         for k, v in self.cross_kv]
 
 
 class DecoderLayer(_Residual):
@@ -219,18 +139,19 @@ class DecoderLayer(_Residual):
     def _self_attention(
         self, h: torch.Tensor, cache: DecoderCache | None, index: int, need_weights: bool
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        attn = self.self_attn
         if cache is None:
-            return self.self_attn(h, need_weights=need_weights, is_causal=True)
-        k, v = cache.extend(index, *self.self_attn.project_kv(h))  # (N, h, t + T_new, d_k)
+            return attn(h, h, h, is_causal=True, need_weights=need_weights)
+        k, v = cache.extend(index, *attn.project_kv(h, h))  # (N, h, t + T_new, d_k)
+        q = attn.project_query(h)  # (N, h, T_new, d_k)
         t_new, t_all = h.shape[1], k.shape[2]
         if t_new == 1:  # one new token sees the whole past: no mask at all
-            return self.self_attn(h, kv=(k, v), need_weights=need_weights)
+            return attn.attend(q, k, v, need_weights=need_weights)
         if t_new == t_all:  # first call: plain top-left causal mask
-            return self.self_attn(h, kv=(k, v), need_weights=need_weights, is_causal=True)
+            return attn.attend(q, k, v, is_causal=True, need_weights=need_weights)
         # New query i sits at position t_all - t_new + i and sees keys 0 .. that position.
-        rows = torch.arange(t_all - t_new, t_all, device=h.device)[:, None]  # (T_new, 1)
-        mask = torch.arange(t_all, device=h.device)[None, :] <= rows  # (T_new, t+T_new)
-        return self.self_attn(h, kv=(k, v), mask=mask, need_weights=need_weights)
+        mask = shifted_causal_mask(t_new, t_all, h.device)  # (T_new, t + T_new)
+        return attn.attend(q, k, v, mask=mask, need_weights=need_weights)
 
     def _cross_attention(
         self, h: torch.Tensor, memory: torch.Tensor, memory_mask: torch.Tensor | None,
@@ -242,17 +163,19 @@ class DecoderLayer(_Residual):
         copy of its keys and values (beam search never repeats the memory K times)."""
         (n, t, d), b = h.shape, memory.shape[0]
         g = n // b
+        attn = self.cross_attn
         if cache is None:
-            kv = self.cross_attn.project_kv(memory)  # (B, h, S, d_k) twice
+            kv = attn.project_kv(memory, memory)  # (B, h, S, d_k) twice
         else:
             if index >= len(cache.cross_kv):  # once per sentence
-                cache.cross_kv.append(self.cross_attn.project_kv(memory))
+                cache.cross_kv.append(attn.project_kv(memory, memory))
             kv = cache.cross_kv[index]
-        out, weights = self.cross_attn(h.reshape(b, g * t, d), kv=kv, mask=memory_mask,
-                                       need_weights=need_weights)  # (B, G·T, d_model)
+        q = attn.project_query(h.reshape(b, g * t, d))  # (B, heads, G·T, d_k)
+        out, weights = attn.attend(q, *kv, mask=memory_mask,
+                                   need_weights=need_weights)  # (B, G·T, d_model)
         if weights is not None:  # (B, heads, G·T, S) -> (B·G, heads, T, S)
             weights = weights.unflatten(2, (g, t)).transpose(1, 2).flatten(0, 1)
-        return out.reshape(n, t, d), weights
+        return out.reshape(n, t, d), weights  # (B, G·T, d_model) -> (B·G, T, d_model)
 
     def forward(
         self,
@@ -323,15 +246,8 @@ class Decoder(nn.Module):
         cache: DecoderCache | None = None,
         need_weights: bool = False,
     ) -> tuple[torch.Tensor, list[torch.Tensor], list[torch.Tensor]]:
-        n, b = x.shape[0], memory.shape[0]
-        require(n % b == 0, "x", f"G hypotheses for each of the B={b} memory rows (N = G·B)",
-                f"N={n}")
-        if cache is not None:
-            require(cache.batch_size in (None, n), "cache",
-                    f"a cache of N={n} hypotheses (as x)", f"a cache of {cache.batch_size}")
-            sentences = cache.cross_kv[0][0].shape[0] if cache.cross_kv else b
-            require(sentences == b, "cache",
-                    f"cross-attention keys of B={b} sentences (as memory)", f"keys of {sentences}")
+        if not torch.compiler.is_compiling():
+            _check_decoder_input(x, memory, cache)
         self_weights, cross_weights = [], []
         for i, layer in enumerate(self.layers):
             x, sw, cw = layer(x, memory, memory_mask, cache, i, need_weights)
@@ -339,3 +255,17 @@ class Decoder(nn.Module):
                 self_weights.append(sw)
                 cross_weights.append(cw)
         return self.norm(x), self_weights, cross_weights
+
+
+def _check_decoder_input(x: torch.Tensor, memory: torch.Tensor,
+                         cache: DecoderCache | None) -> None:
+    """G = N / B hypotheses per sentence, and a cache that holds as many (metadata only)."""
+    n, b = x.shape[0], memory.shape[0]
+    require(n % b == 0, "x", f"G hypotheses for each of the B={b} memory rows (N = G·B)",
+            f"N={n}")
+    if cache is not None:
+        require(cache.batch_size in (None, n), "cache",
+                f"a cache of N={n} hypotheses (as x)", f"a cache of {cache.batch_size}")
+        sentences = cache.cross_kv[0][0].shape[0] if cache.cross_kv else b
+        require(sentences == b, "cache",
+                f"cross-attention keys of B={b} sentences (as memory)", f"keys of {sentences}")

@@ -13,7 +13,12 @@ import math
 import torch
 from torch import nn
 
-from transformer_book.util.validation import require, require_positive_int, require_tensor
+from transformer_book.util.validation import (
+    require,
+    require_positive_int,
+    require_probability,
+    require_tensor,
+)
 
 __all__ = [
     "LearnedPositionalEmbedding",
@@ -100,8 +105,7 @@ class SinusoidalPositionalEncoding(nn.Module):
         super().__init__()
         self.d_model = _require_even_d_model(d_model)
         self.max_len = require_positive_int(max_len, "max_len")
-        require(0.0 <= dropout < 1.0, "dropout", "a number in [0, 1)", repr(dropout))
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = nn.Dropout(require_probability(dropout, "dropout"))
         self.register_buffer("pe", sinusoidal_encoding(max_len, d_model), persistent=False)
 
     def forward(self, x: torch.Tensor, offset: int = 0) -> torch.Tensor:
@@ -123,7 +127,7 @@ class LearnedPositionalEmbedding(nn.Module):
         super().__init__()
         self.max_len = require_positive_int(max_len, "max_len")
         self.d_model = require_positive_int(d_model, "d_model")
-        require(0.0 <= dropout < 1.0, "dropout", "a number in [0, 1)", repr(dropout))
+        dropout = require_probability(dropout, "dropout")
         self.embedding = nn.Embedding(max_len, d_model)
         nn.init.normal_(self.embedding.weight, std=d_model**-0.5)
         self.dropout = nn.Dropout(dropout)

@@ -24,12 +24,8 @@ from torch import nn
 
 from transformer_book.nn.attention import padding_mask
 from transformer_book.nn.config import TransformerConfig
-from transformer_book.nn.layers import (
-    Decoder,
-    DecoderCache,
-    DecoderLayer,
-    Encoder,
-)
+from transformer_book.nn.kv_cache import DecoderCache
+from transformer_book.nn.layers import Decoder, DecoderLayer, Encoder
 from transformer_book.nn.positional import LearnedPositionalEmbedding, SinusoidalPositionalEncoding
 from transformer_book.util.validation import require, require_tensor
 
@@ -64,9 +60,10 @@ class Transformer(nn.Module):
 
     ``tgt_ids`` is the decoder input (``<bos> y_1 ... y_{T-1}``, right-padded); logits at
     position t predict ``y_{t+1}``. Padding masks come from ``config.pad_id``; the causal
-    mask is built inside. Ids are checked: a 2-D integer tensor with values in
-    ``[0, vocab_size)`` and at most ``config.max_len`` positions -- longer inputs raise a
-    ``ValueError``, they are never silently truncated.
+    mask is built inside. Ids must be a 2-D integer tensor with at most ``config.max_len``
+    positions (checked on every call, metadata only: longer inputs raise a ``BookError``,
+    they are never silently truncated) and values in ``[0, vocab_size)`` (checked by
+    :meth:`check_ids`, which entry points call once: reading values is a device sync).
     """
 
     def __init__(self, config: TransformerConfig) -> None:
@@ -96,7 +93,19 @@ class Transformer(nn.Module):
     # ------------------------------------------------------------------ checks and masks
 
     def check_ids(self, ids: torch.Tensor, name: str, offset: int = 0) -> None:
-        """2-D integer ids inside the vocabulary, no longer than ``max_len`` positions."""
+        """For entry points (decoding, translation, training): :meth:`check_id_shape`, and
+        every id inside the vocabulary. Reading the values synchronises the host with the
+        device, so the model's own methods never call this; out-of-range ids there would
+        fail inside the embedding."""
+        self.check_id_shape(ids, name, offset)
+        lo, hi = (int(t) for t in torch.aminmax(ids))
+        require(lo >= 0 and hi < self.config.vocab_size, name,
+                f"token ids in [0, vocab_size={self.config.vocab_size})", f"min {lo}, max {hi}")
+
+    def check_id_shape(self, ids: torch.Tensor, name: str, offset: int = 0) -> None:
+        """2-D integer ids, no longer than ``max_len`` positions after ``offset`` cached
+        ones: metadata only (no sync), what :meth:`forward`, :meth:`encode` and
+        :meth:`decode` check on every call (nothing while ``torch.compile`` traces)."""
         config = self.config
         require_tensor(ids, name, ndim=2)
         require(ids.dtype in _ID_DTYPES, name, "an integer tensor (torch.long) of token ids",
@@ -106,15 +115,11 @@ class Transformer(nn.Module):
         require(offset + ids.shape[1] <= config.max_len, name,
                 f"at most max_len={config.max_len} positions (an error, not truncation)",
                 f"length {ids.shape[1]}" + (f" after {offset} cached positions" if offset else ""))
-        lo, hi = (int(t) for t in torch.aminmax(ids))
-        require(lo >= 0 and hi < config.vocab_size, name,
-                f"token ids in [0, vocab_size={config.vocab_size})", f"min {lo}, max {hi}")
 
-    def source_mask(self, src_ids: torch.Tensor) -> torch.Tensor | None:
-        """Keys that are real source tokens, bool ``(B, 1, 1, S)``; ``None`` when nothing is
-        padding (then attention runs unmasked, the fastest path)."""
-        mask = padding_mask(src_ids, self.config.pad_id)  # (B, S) -> (B, 1, 1, S)
-        return None if bool(mask.all()) else mask
+    def source_mask(self, src_ids: torch.Tensor) -> torch.Tensor:
+        """Keys that are real source tokens, bool ``(B, 1, 1, S)`` (built on the device,
+        never read back: no sync)."""
+        return padding_mask(src_ids, self.config.pad_id)  # (B, S) -> (B, 1, 1, S)
 
     def new_cache(self) -> DecoderCache:
         """An empty :class:`DecoderCache` for incremental :meth:`decode`."""
@@ -130,7 +135,8 @@ class Transformer(nn.Module):
         With ``need_weights`` the teaching path runs and the result is ``(memory,
         weights)``, ``weights`` a list of one ``(B, h, S, S)`` tensor per layer.
         """
-        self.check_ids(src_ids, "src_ids")
+        if not torch.compiler.is_compiling():
+            self.check_id_shape(src_ids, "src_ids")
         x = self.src_pos(self.src_embed(src_ids) * self.embed_scale)  # (B, S, d_model)
         memory, weights = self.encoder(x, self.source_mask(src_ids), need_weights)
         return (memory, weights) if need_weights else memory
@@ -159,8 +165,18 @@ class Transformer(nn.Module):
         cache.length + T)`` and cross-attention weights ``(N, h, T, S)`` (for alignment plots).
         """
         offset = 0 if cache is None else cache.length
-        self.check_ids(tgt_ids, "tgt_ids", offset)
-        self.check_ids(src_ids, "src_ids")
+        if not torch.compiler.is_compiling():
+            self._check_decode(tgt_ids, memory, src_ids, offset)
+        y = self.tgt_pos(self.tgt_embed(tgt_ids) * self.embed_scale, offset)  # (B, T, d_model)
+        y, self_w, cross_w = self.decoder(y, memory, self.source_mask(src_ids), cache,
+                                          need_weights)
+        logits = self.generator(y)  # (B, T, d_model) -> (B, T, V)
+        return (logits, {"self": self_w, "cross": cross_w}) if need_weights else logits
+
+    def _check_decode(self, tgt_ids: torch.Tensor, memory: torch.Tensor, src_ids: torch.Tensor,
+                      offset: int) -> None:
+        self.check_id_shape(tgt_ids, "tgt_ids", offset)
+        self.check_id_shape(src_ids, "src_ids")
         require_tensor(memory, "memory", ndim=3, floating=True)
         b, s = src_ids.shape
         require(memory.shape == (b, s, self.config.d_model), "memory",
@@ -169,23 +185,21 @@ class Transformer(nn.Module):
         require(tgt_ids.shape[0] % b == 0, "tgt_ids",
                 f"batch size a multiple of {b} (G hypotheses per sentence of src_ids)",
                 f"shape {tuple(tgt_ids.shape)}")
-        y = self.tgt_pos(self.tgt_embed(tgt_ids) * self.embed_scale, offset)  # (B, T, d_model)
-        y, self_w, cross_w = self.decoder(y, memory, self.source_mask(src_ids), cache,
-                                          need_weights)
-        logits = self.generator(y)  # (B, T, d_model) -> (B, T, V)
-        return (logits, {"self": self_w, "cross": cross_w}) if need_weights else logits
 
     def forward(self, src_ids: torch.Tensor, tgt_ids: torch.Tensor) -> torch.Tensor:
         """``src_ids (B, S)``, ``tgt_ids (B, T)`` -> ``logits (B, T, V)`` (teacher forcing).
 
-        The same as ``decode(tgt_ids, encode(src_ids), src_ids)``, checking the ids and
-        building the source mask once.
+        The same as ``decode(tgt_ids, encode(src_ids), src_ids)``, checking the ids' shapes
+        and building the source mask once. Id values are not checked here (that would
+        synchronise with the device): entry points call :meth:`check_ids` once.
         """
-        self.check_ids(src_ids, "src_ids")
-        self.check_ids(tgt_ids, "tgt_ids")
-        require(tgt_ids.shape[0] == src_ids.shape[0], "tgt_ids",
-                f"batch size {src_ids.shape[0]} (as src_ids)", f"shape {tuple(tgt_ids.shape)}")
-        src_mask = self.source_mask(src_ids)  # (B, 1, 1, S) or None
+        if not torch.compiler.is_compiling():
+            self.check_id_shape(src_ids, "src_ids")
+            self.check_id_shape(tgt_ids, "tgt_ids")
+            require(tgt_ids.shape[0] == src_ids.shape[0], "tgt_ids",
+                    f"batch size {src_ids.shape[0]} (as src_ids)",
+                    f"shape {tuple(tgt_ids.shape)}")
+        src_mask = self.source_mask(src_ids)  # (B, 1, 1, S)
         x = self.src_pos(self.src_embed(src_ids) * self.embed_scale)  # (B, S, d_model)
         memory, _ = self.encoder(x, src_mask)  # (B, S, d_model)
         y = self.tgt_pos(self.tgt_embed(tgt_ids) * self.embed_scale)  # (B, T, d_model)
@@ -215,41 +229,9 @@ class Transformer(nn.Module):
         (``batch_first`` does not change the weights.) The embedding serves source and
         target; with ``config.tie_embeddings`` the generator's weight must equal it.
         """
-        require(isinstance(transformer, nn.Transformer), "transformer", "an nn.Transformer",
-                type(transformer).__name__)
-        require(isinstance(embedding, nn.Embedding), "embedding", "an nn.Embedding",
-                type(embedding).__name__)
-        require(isinstance(generator, nn.Linear), "generator", "an nn.Linear",
-                type(generator).__name__)
-        d, vocab = config.d_model, config.vocab_size
+        _check_torch_layout(transformer, embedding, generator, config)
         enc, dec = transformer.encoder, transformer.decoder
         layers = (*enc.layers, *dec.layers)
-        require(transformer.d_model == d and transformer.nhead == config.num_heads,
-                "transformer", f"d_model={d}, nhead={config.num_heads} (as config)",
-                f"d_model={transformer.d_model}, nhead={transformer.nhead}")
-        require((len(enc.layers), len(dec.layers))
-                == (config.num_encoder_layers, config.num_decoder_layers), "transformer",
-                f"{config.num_encoder_layers} + {config.num_decoder_layers} layers (as config)",
-                f"{len(enc.layers)} + {len(dec.layers)}")
-        require(all(layer.linear1.out_features == config.d_ff for layer in layers),
-                "transformer", f"dim_feedforward={config.d_ff} (as config)",
-                layers[0].linear1.out_features)
-        require(all(layer.norm_first == config.norm_first for layer in layers), "transformer",
-                f"norm_first={config.norm_first} (as config)", layers[0].norm_first)
-        relu = (F.relu, torch.relu)
-        require(all(layer.activation in relu or isinstance(layer.activation, nn.ReLU)
-                    for layer in layers),
-                "transformer", "ReLU activations (Section 3.3)", "another activation")
-        require(enc.norm is not None and dec.norm is not None, "transformer",
-                "final encoder/decoder LayerNorms (as nn.Transformer builds them)", "None")
-        require(tuple(embedding.weight.shape) == (vocab, d), "embedding",
-                f"weight shape (vocab_size={vocab}, d_model={d})", tuple(embedding.weight.shape))
-        require(tuple(generator.weight.shape) == (vocab, d), "generator",
-                f"weight shape (vocab_size={vocab}, d_model={d})", tuple(generator.weight.shape))
-        if config.tie_embeddings:
-            require(torch.equal(generator.weight, embedding.weight), "generator",
-                    "weights equal to the embedding's (config.tie_embeddings=True)",
-                    "different weights")
         weight = embedding.weight
         ours = cls(config).to(device=weight.device, dtype=weight.dtype)
         with torch.no_grad():
@@ -271,6 +253,47 @@ class Transformer(nn.Module):
             if generator.bias is not None:
                 ours.generator.bias.copy_(generator.bias)
         return ours
+
+
+def _check_torch_layout(transformer: nn.Transformer, embedding: nn.Embedding,
+                        generator: nn.Linear, config: TransformerConfig) -> None:
+    """What :meth:`Transformer.from_torch` needs: the same sizes as ``config``, ReLU,
+    final norms, and tied weights when ``config`` ties them."""
+    require(isinstance(transformer, nn.Transformer), "transformer", "an nn.Transformer",
+            type(transformer).__name__)
+    require(isinstance(embedding, nn.Embedding), "embedding", "an nn.Embedding",
+            type(embedding).__name__)
+    require(isinstance(generator, nn.Linear), "generator", "an nn.Linear",
+            type(generator).__name__)
+    d, vocab = config.d_model, config.vocab_size
+    enc, dec = transformer.encoder, transformer.decoder
+    layers = (*enc.layers, *dec.layers)
+    require(transformer.d_model == d and transformer.nhead == config.num_heads,
+            "transformer", f"d_model={d}, nhead={config.num_heads} (as config)",
+            f"d_model={transformer.d_model}, nhead={transformer.nhead}")
+    require((len(enc.layers), len(dec.layers))
+            == (config.num_encoder_layers, config.num_decoder_layers), "transformer",
+            f"{config.num_encoder_layers} + {config.num_decoder_layers} layers (as config)",
+            f"{len(enc.layers)} + {len(dec.layers)}")
+    require(all(layer.linear1.out_features == config.d_ff for layer in layers),
+            "transformer", f"dim_feedforward={config.d_ff} (as config)",
+            layers[0].linear1.out_features)
+    require(all(layer.norm_first == config.norm_first for layer in layers), "transformer",
+            f"norm_first={config.norm_first} (as config)", layers[0].norm_first)
+    relu = (F.relu, torch.relu)
+    require(all(layer.activation in relu or isinstance(layer.activation, nn.ReLU)
+                for layer in layers),
+            "transformer", "ReLU activations (Section 3.3)", "another activation")
+    require(enc.norm is not None and dec.norm is not None, "transformer",
+            "final encoder/decoder LayerNorms (as nn.Transformer builds them)", "None")
+    require(tuple(embedding.weight.shape) == (vocab, d), "embedding",
+            f"weight shape (vocab_size={vocab}, d_model={d})", tuple(embedding.weight.shape))
+    require(tuple(generator.weight.shape) == (vocab, d), "generator",
+            f"weight shape (vocab_size={vocab}, d_model={d})", tuple(generator.weight.shape))
+    if config.tie_embeddings:
+        require(torch.equal(generator.weight, embedding.weight), "generator",
+                "weights equal to the embedding's (config.tie_embeddings=True)",
+                "different weights")
 
 
 def count_parameters(model: nn.Module) -> int:

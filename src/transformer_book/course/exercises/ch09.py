@@ -73,6 +73,44 @@ def check_sublayer_connection(sublayer_connection) -> str:
         return _check_sublayer_connection(sublayer_connection, generator)
 
 
+def _layer_case(config: TransformerConfig, x: torch.Tensor, encoder: bool, kind: str,
+                generator: torch.Generator) -> tuple[nn.Module, torch.Tensor, list, str]:
+    """A fresh layer, its output on ``x``, its sub-layers with their norms in order, and
+    what the case is called (``kind``: where the LayerNorm goes)."""
+    batch, length = x.shape[:2]
+    if encoder:  # an encoder layer: self-attention, then the feed-forward network
+        layer = EncoderLayer(config).to(F64).eval()
+        _randomise_norms(layer, generator)
+        ids = torch.randint(4, 8, (batch, length), generator=generator)
+        ids[0, _randint(1, length, generator):] = 0  # pad the end of the first sentence
+        mask = padding_mask(ids, 0)  # (B, 1, 1, L)
+        what = f"an EncoderLayer with d_model={config.d_model}, {kind}, x {tuple(x.shape)}"
+        with torch.no_grad():
+            expected = layer(x, mask)[0]
+
+        def attend(h, layer=layer, mask=mask):
+            return layer.self_attn(h, h, h, mask=mask)[0]
+
+        return layer, expected, [(attend, layer.norm1), (layer.ffn, layer.norm2)], what
+    # a decoder layer: masked self-attention, cross-attention, feed-forward
+    layer = DecoderLayer(config).to(F64).eval()
+    _randomise_norms(layer, generator)
+    memory = torch.randn(batch, _randint(1, 5, generator), config.d_model,
+                         generator=generator, dtype=F64)
+    what = f"a DecoderLayer with d_model={config.d_model}, {kind}, y {tuple(x.shape)}"
+    with torch.no_grad():
+        expected = layer(x, memory)[0]
+
+    def self_attend(h, layer=layer):
+        return layer.self_attn(h, h, h, is_causal=True)[0]
+
+    def cross_attend(h, layer=layer, memory=memory):
+        return layer.cross_attn(h, memory, memory)[0]
+
+    steps = [(self_attend, layer.norm1), (cross_attend, layer.norm2), (layer.ffn, layer.norm3)]
+    return layer, expected, steps, what
+
+
 def _check_sublayer_connection(sublayer_connection, generator: torch.Generator) -> str:
     layers_checked = 0
     for index in range(12):
@@ -81,37 +119,7 @@ def _check_sublayer_connection(sublayer_connection, generator: torch.Generator) 
         kind = "LN first (pre-LN)" if norm_first else "LN after the sum (post-LN)"
         batch, length = _randint(1, 3, generator), _randint(1, 6, generator)
         x = torch.randn(batch, length, config.d_model, generator=generator, dtype=F64)
-        if index % 4 < 2:  # an encoder layer: self-attention, then the feed-forward network
-            layer = EncoderLayer(config).to(F64).eval()
-            _randomise_norms(layer, generator)
-            ids = torch.randint(4, 8, (batch, length), generator=generator)
-            ids[0, _randint(1, length, generator):] = 0  # pad the end of the first sentence
-            mask = padding_mask(ids, 0)  # (B, 1, 1, L)
-            what = f"an EncoderLayer with d_model={config.d_model}, {kind}, x {tuple(x.shape)}"
-            with torch.no_grad():
-                expected = layer(x, mask)[0]
-
-            def attend(h, layer=layer, mask=mask):
-                return layer.self_attn(h, mask=mask)[0]
-
-            steps = [(attend, layer.norm1), (layer.ffn, layer.norm2)]
-        else:  # a decoder layer: masked self-attention, cross-attention, feed-forward
-            layer = DecoderLayer(config).to(F64).eval()
-            _randomise_norms(layer, generator)
-            memory = torch.randn(batch, _randint(1, 5, generator), config.d_model,
-                                 generator=generator, dtype=F64)
-            what = f"a DecoderLayer with d_model={config.d_model}, {kind}, y {tuple(x.shape)}"
-            with torch.no_grad():
-                expected = layer(x, memory)[0]
-
-            def self_attend(h, layer=layer):
-                return layer.self_attn(h, is_causal=True)[0]
-
-            def cross_attend(h, layer=layer, memory=memory):
-                return layer.cross_attn(h, memory)[0]
-
-            steps = [(self_attend, layer.norm1), (cross_attend, layer.norm2),
-                     (layer.ffn, layer.norm3)]
+        layer, expected, steps, what = _layer_case(config, x, index % 4 < 2, kind, generator)
         h = x.clone()
         with torch.no_grad():
             for sublayer, norm in steps:
