@@ -19,6 +19,7 @@ from transformer_book.data.batching import (
     token_mask,
 )
 from transformer_book.data.tokenizer import BOS_ID, EOS_ID, PAD_ID
+from transformer_book.util.validation import BookError
 
 lengths_strategy = st.lists(st.integers(1, 40), min_size=1, max_size=120)
 
@@ -141,33 +142,33 @@ def test_sharding_across_ranks(lengths: list[int], replicas: int, drop_last: boo
 
 
 def test_bad_input() -> None:
-    with pytest.raises(ValueError, match=r"max_tokens: expected at least the longest example "
+    with pytest.raises(BookError, match=r"max_tokens: expected at least the longest example "
                                          r"\(9 tokens\), received 8"):
         TokenBudgetSampler([3, 9, 2], max_tokens=8)
-    with pytest.raises(ValueError, match=r"max_tokens: expected at least the longest example "
+    with pytest.raises(BookError, match=r"max_tokens: expected at least the longest example "
                                          r"\(12 tokens\), received 10"):
         TokenBudgetSampler([3, 9], max_tokens=10, tgt_lengths=[12, 1])
-    with pytest.raises(ValueError, match=r"lengths\[1\]: expected an integer >= 1, received 0"):
+    with pytest.raises(BookError, match=r"lengths\[1\]: expected an integer >= 1, received 0"):
         TokenBudgetSampler([3, 0, 2], max_tokens=8)
-    with pytest.raises(ValueError, match="lengths: expected a non-empty sequence of lengths"):
+    with pytest.raises(BookError, match="lengths: expected a non-empty sequence of lengths"):
         TokenBudgetSampler([], max_tokens=8)
-    with pytest.raises(ValueError, match="tgt_lengths: expected 2 lengths, one per example"):
+    with pytest.raises(BookError, match="tgt_lengths: expected 2 lengths, one per example"):
         TokenBudgetSampler([3, 4], max_tokens=8, tgt_lengths=[1])
-    with pytest.raises(ValueError, match=r"rank: expected an integer in \[0, 2\), received 2"):
+    with pytest.raises(BookError, match=r"rank: expected an integer >= 0 and <= 1, received 2"):
         TokenBudgetSampler([3], max_tokens=8, num_replicas=2, rank=2)
-    with pytest.raises(ValueError, match="epoch: expected an integer >= 0, received -1"):
+    with pytest.raises(BookError, match="epoch: expected an integer >= 0, received -1"):
         TokenBudgetSampler([3], max_tokens=8).set_epoch(-1)
-    with pytest.raises(ValueError, match=r"length: expected at least the longest sequence \(3\)"):
+    with pytest.raises(BookError, match=r"length: expected at least the longest sequence \(3\)"):
         pad_sequences([[1, 2, 3]], length=2)
-    with pytest.raises(ValueError, match=r"sequences\[1\]: expected a list of integer token ids"):
+    with pytest.raises(BookError, match=r"sequences\[1\]: expected a list of integer token ids"):
         pad_sequences([[1], [2.5]])
-    with pytest.raises(ValueError, match="sequences: expected a non-empty list"):
+    with pytest.raises(BookError, match="sequences: expected a non-empty list"):
         pad_sequences([])
-    with pytest.raises(ValueError, match="ids: expected a 2-D tensor, received shape"):
+    with pytest.raises(BookError, match="ids: expected a 2-D tensor, received shape"):
         token_mask(torch.zeros(3, dtype=torch.long))
-    with pytest.raises(ValueError, match="ids: expected dtype"):
+    with pytest.raises(BookError, match="ids: expected dtype"):
         token_mask(torch.zeros(2, 3))
-    with pytest.raises(ValueError, match=r"batch\[0\]: expected a \(src_ids, tgt_ids\) pair"):
+    with pytest.raises(BookError, match=r"batch\[0\]: expected a \(src_ids, tgt_ids\) pair"):
         collate_pairs([([1, 2],)])  # type: ignore[list-item]
-    with pytest.raises(ValueError, match="batches: expected at least one batch"):
+    with pytest.raises(BookError, match="batches: expected at least one batch"):
         padding_fraction([], [1])

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -19,6 +20,7 @@ from transformer_book.data.tokenizer import (
     BPETokenizer,
 )
 from transformer_book.data.vocabulary import WordVocabulary, split_words, unknown_rate
+from transformer_book.util.validation import BookError
 
 SMALL_CORPUS = ["A man sleeps on a sofa.", "A dog runs.", "Ein Mann schläft.", "Ein Hund läuft."]
 
@@ -117,36 +119,36 @@ def test_training_is_deterministic() -> None:
 
 
 def test_bad_training_input() -> None:
-    with pytest.raises(ValueError, match="texts: expected at least one non-empty sentence, "
+    with pytest.raises(BookError, match="texts: expected at least one non-empty sentence, "
                                          "received an empty corpus"):
         BPETokenizer.train([], vocab_size=1000)
-    with pytest.raises(ValueError, match="texts: expected at least one non-empty sentence"):
+    with pytest.raises(BookError, match="texts: expected at least one non-empty sentence"):
         BPETokenizer.train(["", ""], vocab_size=1000)
-    with pytest.raises(ValueError, match="texts: expected strings, received"):
+    with pytest.raises(BookError, match="texts: expected strings, received"):
         BPETokenizer.train([b"bytes"], vocab_size=1000)  # type: ignore[list-item]
-    with pytest.raises(ValueError, match=rf"vocab_size: expected an integer >= {MIN_VOCAB_SIZE}, "
+    with pytest.raises(BookError, match=rf"vocab_size: expected an integer >= {MIN_VOCAB_SIZE}, "
                                          r"received 100"):
         BPETokenizer.train(SMALL_CORPUS, vocab_size=100)
-    with pytest.raises(ValueError, match="min_frequency: expected an integer >= 1, received 0"):
+    with pytest.raises(BookError, match="min_frequency: expected an integer >= 1, received 0"):
         BPETokenizer.train(SMALL_CORPUS, vocab_size=300, min_frequency=0)
 
 
 def test_bad_ids_and_files(tiny: BPETokenizer, tmp_path: Path) -> None:
-    with pytest.raises(ValueError, match=r"ids: expected token ids in \[0, \d+\), received \[-1"):
+    with pytest.raises(BookError, match=r"ids: expected token ids in \[0, \d+\), received \[-1"):
         tiny.decode([5, -1])
-    with pytest.raises(ValueError, match=r"ids: expected token ids in \[0, \d+\), received \[999"):
+    with pytest.raises(BookError, match=r"ids: expected token ids in \[0, \d+\), received \[999"):
         tiny.decode([99999])
-    with pytest.raises(ValueError, match="ids: expected a 1-D integer tensor"):
+    with pytest.raises(BookError, match="ids: expected a 1-D integer tensor"):
         tiny.decode(torch.zeros(2, 2, dtype=torch.long))
-    with pytest.raises(ValueError, match="batch: expected a 2-D integer tensor"):
+    with pytest.raises(BookError, match="batch: expected a 2-D integer tensor"):
         tiny.decode_batch(torch.zeros(3))
-    with pytest.raises(ValueError, match="text: expected a string, received int"):
+    with pytest.raises(BookError, match="text: expected a string, received int"):
         tiny.encode(5)  # type: ignore[arg-type]
-    with pytest.raises(ValueError, match="path: expected an existing tokenizer JSON file"):
+    with pytest.raises(BookError, match="path: expected an existing tokenizer JSON file"):
         BPETokenizer.load(tmp_path / "missing.json")
     garbage = tmp_path / "garbage.json"
     garbage.write_text("{not json")
-    with pytest.raises(ValueError, match="path: expected a tokenizers JSON file"):
+    with pytest.raises(BookError, match="path: expected a tokenizers JSON file"):
         BPETokenizer.load(garbage)
     # A valid tokenizer whose specials are in the wrong place is refused.
     tiny.save(tmp_path / "ok.json")
@@ -155,7 +157,7 @@ def test_bad_ids_and_files(tiny: BPETokenizer, tmp_path: Path) -> None:
     vocab = data["model"]["vocab"]
     vocab["<pad>"], vocab["<unk>"] = vocab["<unk>"], vocab["<pad>"]
     (tmp_path / "swapped.json").write_text(json.dumps(data))
-    with pytest.raises(ValueError, match=r"path: expected special tokens .* at ids \[0, 1, 2, 3\]"):
+    with pytest.raises(BookError, match=r"path: expected special tokens .* at ids \[0, 1, 2, 3\]"):
         BPETokenizer.load(tmp_path / "swapped.json")
 
 
@@ -186,15 +188,26 @@ def test_unknown_rate_word_vs_bpe(bpe: BPETokenizer,
 
 
 def test_word_vocabulary_bad_input() -> None:
-    with pytest.raises(ValueError, match="texts: expected at least one sentence, received an"):
+    with pytest.raises(BookError, match="texts: expected at least one sentence, received an"):
         WordVocabulary.build([])
-    with pytest.raises(ValueError, match="max_size: expected an integer >= 5, received 4"):
+    with pytest.raises(BookError, match="max_size: expected an integer >= 5, received 4"):
         WordVocabulary.build(["a"], max_size=4)
-    with pytest.raises(ValueError, match="min_frequency: expected an integer >= 1, received 0"):
+    with pytest.raises(BookError, match="min_frequency: expected an integer >= 1, received 0"):
         WordVocabulary.build(["a"], min_frequency=0)
-    with pytest.raises(ValueError, match=r"token_id: expected an id in \[0, 5\), received 7"):
+    with pytest.raises(BookError, match=r"token_id: expected an integer >= 0 and <= 4, received 7"):
         WordVocabulary.build(["a"]).id_to_token(7)
-    with pytest.raises(ValueError, match="texts: expected at least one word, received no words"):
+    with pytest.raises(BookError, match="texts: expected at least one word, received no words"):
         unknown_rate(WordVocabulary.build(["a"]), ["", " "])
-    with pytest.raises(ValueError, match="itos: expected a list starting with"):
+    with pytest.raises(BookError, match="itos: expected a list starting with"):
         WordVocabulary(["a", "b"])
+
+
+def test_saved_tokenizer_is_readable_as_the_umask_allows(tmp_path: Path) -> None:
+    tokenizer = BPETokenizer.train(["ein Mann", "a man"], vocab_size=MIN_VOCAB_SIZE)
+    previous = os.umask(0o022)
+    try:
+        tokenizer.save(tmp_path / "tokenizer.json")
+    finally:
+        os.umask(previous)
+    assert (tmp_path / "tokenizer.json").stat().st_mode & 0o777 == 0o644
+    assert BPETokenizer.load(tmp_path / "tokenizer.json").vocab_size == tokenizer.vocab_size

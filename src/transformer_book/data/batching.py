@@ -18,7 +18,13 @@ import torch
 from torch.utils.data import Sampler
 
 from transformer_book.data.tokenizer import PAD_ID
-from transformer_book.util.validation import fail, require, require_positive_int, require_tensor
+from transformer_book.util.validation import (
+    fail,
+    require,
+    require_int,
+    require_positive_int,
+    require_tensor,
+)
 
 __all__ = [
     "TokenBudgetSampler",
@@ -189,10 +195,9 @@ class TokenBudgetSampler(Sampler[list[int]]):
         if max_tokens < longest:
             raise fail("max_tokens", f"at least the longest example ({longest} tokens)",
                        max_tokens)
-        require(isinstance(seed, int), "seed", "an integer", repr(seed))
+        require_int(seed, "seed")
         require_positive_int(num_replicas, "num_replicas")
-        require(isinstance(rank, int) and 0 <= rank < num_replicas, "rank",
-                f"an integer in [0, {num_replicas})", repr(rank))
+        require_int(rank, "rank", minimum=0, maximum=num_replicas - 1)
         self.max_tokens = max_tokens
         self.shuffle = shuffle
         self.seed = seed

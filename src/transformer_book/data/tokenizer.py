@@ -14,13 +14,13 @@ encoded without ``<unk>`` and ``decode(encode(text)) == text`` exactly.
 from __future__ import annotations
 
 import os
-import tempfile
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 import torch
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
+from transformer_book.util.files import atomic_write_text
 from transformer_book.util.validation import fail, require, require_positive_int
 
 __all__ = [
@@ -30,7 +30,6 @@ __all__ = [
     "SPECIAL_TOKENS",
     "UNK_ID",
     "BPETokenizer",
-    "atomic_write_text",
 ]
 
 #: The special tokens, in id order: padding, begin and end of sentence, unknown.
@@ -42,18 +41,6 @@ _BYTE_ALPHABET = pre_tokenizers.ByteLevel.alphabet()
 MIN_VOCAB_SIZE = len(SPECIAL_TOKENS) + len(_BYTE_ALPHABET)
 
 Ids = Sequence[int] | torch.Tensor
-
-
-def atomic_write_text(path: str | os.PathLike[str], text: str) -> None:
-    """Write ``text`` to ``path`` through a temporary file in the same folder and ``os.replace``."""
-    target = Path(path)
-    handle, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-    try:
-        with os.fdopen(handle, "w", encoding="utf-8") as out:
-            out.write(text)
-        os.replace(tmp, target)
-    finally:
-        Path(tmp).unlink(missing_ok=True)
 
 
 def _configure(tokenizer: Tokenizer) -> Tokenizer:
@@ -120,7 +107,7 @@ class BPETokenizer:
         return cls(tokenizer)
 
     def save(self, path: str | os.PathLike[str]) -> None:
-        """Write the tokenizer as ``tokenizers`` JSON, atomically."""
+        """Write the tokenizer as ``tokenizers`` JSON, atomically (0644 under umask 022)."""
         atomic_write_text(path, self._tokenizer.to_str())
 
     @classmethod

@@ -14,7 +14,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from transformer_book.data.tokenizer import BOS_ID, EOS_ID, SPECIAL_TOKENS, UNK_ID
-from transformer_book.util.validation import require, require_positive_int
+from transformer_book.util.validation import require, require_int, require_positive_int
 
 __all__ = ["WordVocabulary", "split_words", "unknown_rate"]
 
@@ -80,8 +80,7 @@ class WordVocabulary:
 
     def id_to_token(self, token_id: int) -> str:
         """The word of ``token_id``."""
-        require(isinstance(token_id, int) and 0 <= token_id < len(self.itos), "token_id",
-                f"an id in [0, {len(self.itos)})", repr(token_id))
+        require_int(token_id, "token_id", minimum=0, maximum=len(self.itos) - 1)
         return self.itos[token_id]
 
     def encode(self, text: str, add_bos: bool = False, add_eos: bool = False) -> list[int]:
