@@ -1,9 +1,10 @@
-"""Chapter 08's figures: they draw what they are given and reject malformed data."""
+"""Chapter 08's figures: they draw the given tables and curves and reject malformed data."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
+from IPython.core.formatters import PNGFormatter
 from matplotlib.figure import Figure
 
 from transformer_book.course.figures.positional import (
@@ -12,42 +13,80 @@ from transformer_book.course.figures.positional import (
     offset_similarity,
 )
 from transformer_book.nn.positional import sinusoidal_encoding
+from transformer_book.util.validation import BookError
+
+JUPYTER_PNG = PNGFormatter()  # what a notebook calls to show a cell's figure
 
 
-def test_encoding_heatmap_with_and_without_curves():
+def test_encoding_heatmap_shows_the_table():
     pe = sinusoidal_encoding(20, 8)
-    fig = encoding_heatmap(pe)
-    assert isinstance(fig, Figure) and len(fig.axes) == 2  # heatmap + colour bar
+    fig = encoding_heatmap(pe, title="PE")
+    assert isinstance(fig, Figure)
+    assert JUPYTER_PNG(fig).startswith(b"\x89PNG")
+    heatmap, colorbar = fig.axes
+    np.testing.assert_array_equal(heatmap.images[0].get_array(), pe.double().numpy())
+    assert heatmap.images[0].get_clim() == (-1.0, 1.0)
+    assert (heatmap.get_title(), heatmap.get_xlabel(), heatmap.get_ylabel()) == \
+        ("PE", "dimension", "position")
+    assert colorbar.get_ylabel() == "PE(pos, dim)"
+
+
+def test_encoding_heatmap_draws_the_chosen_columns_as_curves():
+    pe = sinusoidal_encoding(20, 8)
     fig = encoding_heatmap(pe, curves=[0, 3])
-    assert len(fig.axes) == 3
-    labels = [t.get_text() for t in fig.axes[1].get_legend().get_texts()]
+    curves = fig.axes[1]
+    assert curves.get_title() == "Columns as curves: longer waves to the right"
+    labels = [t.get_text() for t in curves.get_legend().get_texts()]
     assert labels == ["dim 0 (sin)", "dim 3 (cos)"]
-    fig._repr_png_()  # renders
+    for line, column in zip(curves.lines, (0, 3), strict=True):
+        np.testing.assert_allclose(line.get_ydata(), pe[:, column].numpy(), rtol=1e-6)
+        np.testing.assert_array_equal(line.get_xdata(), np.arange(20))
+    assert JUPYTER_PNG(fig).startswith(b"\x89PNG")
 
 
-def test_offset_similarity_and_accuracy_vs_length():
+def test_offset_similarity_shows_the_gram_matrix_and_the_curves():
     pe = sinusoidal_encoding(30, 8).double()
-    fig = offset_similarity(pe @ pe.T, [-1, 0, 1], {"pos = 5": [1.0, 2.0, 1.0]})
-    assert len(fig.axes) == 3
+    gram = pe @ pe.T
+    fig = offset_similarity(gram, [-1, 0, 1], {"pos = 5": [1.0, 2.0, 1.0]})
+    assert JUPYTER_PNG(fig).startswith(b"\x89PNG")
+    left, right = fig.axes[:2]
+    np.testing.assert_array_equal(left.images[0].get_array(), gram.numpy())
+    assert left.get_title() == "PE(i) · PE(j)"
+    (line,) = right.lines
+    assert line.get_label() == "pos = 5"
+    assert list(line.get_xdata()) == [-1, 0, 1] and list(line.get_ydata()) == [1.0, 2.0, 1.0]
+
+
+def test_accuracy_vs_length_draws_lines_training_lengths_and_chance():
     fig = accuracy_vs_length([4, 8, 16], {"a": [1, 0.5, 0.2], "b": [1, 1, 1]}, train_max=8,
-                             chance=0.25)
-    texts = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
+                             chance=0.25, title="t")
+    assert JUPYTER_PNG(fig).startswith(b"\x89PNG")
+    (ax,) = fig.axes
+    texts = [t.get_text() for t in ax.get_legend().get_texts()]
     assert texts == ["lengths seen in training", "a", "b", "chance (0.25)"]
-    fig._repr_png_()
+    curves = {line.get_label(): list(line.get_ydata()) for line in ax.lines}
+    assert curves["a"] == [1, 0.5, 0.2] and curves["b"] == [1, 1, 1]
+    assert curves["chance (0.25)"] == [0.25, 0.25]
+    assert ax.get_title() == "t" and ax.get_xlabel() == "sequence length"
 
 
 @pytest.mark.parametrize(
     ("call", "match"),
     [
         (lambda: encoding_heatmap(np.zeros(5)), "pe: expected a non-empty 2-D array"),
-        (lambda: encoding_heatmap(np.zeros((4, 4)), curves=[4]), "curves: expected dimension"),
+        (lambda: encoding_heatmap(np.zeros((4, 4)), curves=[4]),
+         "curves: expected an integer >= 0 and <= 3"),
         (lambda: encoding_heatmap(np.full((2, 2), np.nan)), "pe: expected finite values"),
         (lambda: offset_similarity(np.eye(3), [0, 1], {}), "curves: expected at least one"),
-        (lambda: offset_similarity(np.eye(3), [0, 1], {"x": [1.0]}), "expected 2 values"),
-        (lambda: accuracy_vs_length([4, 8], {"a": [1.0]}, train_max=4), "expected 2 values"),
-        (lambda: accuracy_vs_length([4], {"a": [1.0]}, train_max=None), "train_max: expected"),
+        (lambda: offset_similarity(np.eye(3), [0, 1], {"x": [1.0]}),
+         r"curves\['x'\]: expected 2 values"),
+        (lambda: accuracy_vs_length([4, 8], {"a": [1.0]}, train_max=4),
+         r"series\['a'\]: expected 2 values"),
+        (lambda: accuracy_vs_length([4], {"a": [1.0]}, train_max=None),
+         "train_max: expected a finite number"),
+        (lambda: accuracy_vs_length([4], {}, train_max=4), "series: expected at least one"),
     ],
 )
 def test_bad_data(call, match):
-    with pytest.raises(ValueError, match=match):
+    with pytest.raises(BookError, match=match):
         call()

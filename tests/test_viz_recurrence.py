@@ -1,8 +1,10 @@
-"""Chapter 02 figures: each returns a Figure with labelled axes; bad input is named."""
+"""Chapter 02 figures: each draws the given measurements on labelled axes; bad input is
+named."""
 
 from __future__ import annotations
 
 import pytest
+from IPython.core.formatters import PNGFormatter
 from matplotlib.figure import Figure
 
 from transformer_book.course.figures.recurrence import (
@@ -12,72 +14,92 @@ from transformer_book.course.figures.recurrence import (
     memory_vs_length,
     time_vs_length,
 )
+from transformer_book.util.validation import BookError
 
+JUPYTER_PNG = PNGFormatter()  # what a notebook calls to show a cell's figure
 LENGTHS = [16, 32, 64, 128]
 
 
-def is_png_figure(fig: Figure) -> bool:
-    return isinstance(fig, Figure) and fig._repr_png_().startswith(b"\x89PNG")
+def curves(ax) -> dict[str, list[float]]:
+    return {line.get_label(): list(line.get_ydata()) for line in ax.get_lines()}
 
 
-def test_time_vs_length_is_log_log_with_guides() -> None:
-    fig = time_vs_length(LENGTHS, {"rnn": [1e-3, 2e-3, 4e-3, 8e-3], "attention": [1e-3] * 4})
-    ax = fig.axes[0]
+def test_time_vs_length_is_log_log_in_ms_with_guides() -> None:
+    fig = time_vs_length(LENGTHS, {"rnn": [1e-3, 2e-3, 4e-3, 8e-3], "attention": [1e-3] * 4},
+                         title="t")
+    assert isinstance(fig, Figure)
+    assert JUPYTER_PNG(fig).startswith(b"\x89PNG")
+    (ax,) = fig.axes
     assert ax.get_xscale() == "log" and ax.get_yscale() == "log"
-    assert ax.get_xlabel() and ax.get_ylabel() and ax.get_title()
-    assert len(ax.get_lines()) == 4, "two curves and two guide lines"
-    assert is_png_figure(fig)
+    assert ax.get_title() == "t" and "ms" in ax.get_ylabel() and "length" in ax.get_xlabel()
+    drawn = curves(ax)
+    assert drawn["rnn"] == pytest.approx([1.0, 2.0, 4.0, 8.0])
+    assert drawn["attention"] == pytest.approx([1.0] * 4)
+    assert drawn["∝ L (guide)"] == pytest.approx([1.0, 2.0, 4.0, 8.0]), "from the first point"
+    assert drawn["∝ L² (guide)"] == pytest.approx([1.0, 4.0, 16.0, 64.0])
 
 
-def test_time_vs_length_rejects_non_positive_times() -> None:
-    with pytest.raises(ValueError, match=r"seconds\['rnn'\]: expected positive values"):
-        time_vs_length(LENGTHS, {"rnn": [0.0, 1.0, 2.0, 3.0]})
+def test_memory_vs_length_draws_bytes_and_the_batch_that_fits() -> None:
+    per_example = [1e4, 2e4, 4e4, 8e4]
+    fig = memory_vs_length(LENGTHS, {"rnn": per_example}, budget_bytes=2**30)
+    assert JUPYTER_PNG(fig).startswith(b"\x89PNG")
+    left, right = fig.axes
+    assert curves(left)["rnn"] == pytest.approx([b / 2**20 for b in per_example])
+    assert curves(right)["rnn"] == [2**30 // b for b in per_example]
+    assert right.get_title() == "Largest batch within 1 GiB of activations"
 
 
-def test_time_vs_length_rejects_wrong_number_of_values() -> None:
-    with pytest.raises(ValueError, match=r"seconds\['rnn'\]: expected 4 values"):
-        time_vs_length(LENGTHS, {"rnn": [1.0, 2.0]})
-
-
-def test_memory_vs_length_has_two_panels() -> None:
-    fig = memory_vs_length(LENGTHS, {"rnn": [1e4, 2e4, 4e4, 8e4]}, budget_bytes=2**30)
-    assert len(fig.axes) == 2
-    assert "1 GiB" in fig.axes[1].get_title()
-    assert is_png_figure(fig)
-
-
-def test_memory_vs_length_rejects_bad_budget() -> None:
-    with pytest.raises(ValueError, match="budget_bytes: expected a positive number"):
-        memory_vs_length(LENGTHS, {"rnn": [1.0] * 4}, budget_bytes=0)
+@pytest.mark.parametrize("budget", [0, -1.0, float("inf"), "1 GiB"])
+def test_memory_vs_length_rejects_bad_budget(budget) -> None:
+    with pytest.raises(BookError, match="budget_bytes: expected a finite number > 0"):
+        memory_vs_length(LENGTHS, {"rnn": [1.0] * 4}, budget_bytes=budget)
 
 
 def test_gradient_vs_distance_orders_distance_backwards() -> None:
-    fig = gradient_vs_distance({"γ = 0.5": [1e-6, 1e-4, 1e-2, 1.0], "γ = 2": [1e3, 1e2, 10, 1]})
-    line = fig.axes[0].get_lines()[0]
-    assert list(line.get_xdata()) == [3, 2, 1, 0], "entry 0 is the farthest input"
-    assert fig.axes[0].get_yscale() == "log"
-    assert is_png_figure(fig)
-
-
-def test_gradient_vs_distance_rejects_unequal_curves() -> None:
-    with pytest.raises(ValueError, match="norms: expected curves of equal length"):
-        gradient_vs_distance({"a": [1.0, 2.0], "b": [1.0]})
+    norms = {"γ = 0.5": [1e-6, 1e-4, 1e-2, 1.0], "γ = 2": [1e3, 1e2, 10, 1]}
+    fig = gradient_vs_distance(norms)
+    assert JUPYTER_PNG(fig).startswith(b"\x89PNG")
+    (ax,) = fig.axes
+    assert curves(ax) == norms
+    assert list(ax.get_lines()[0].get_xdata()) == [3, 2, 1, 0], "entry 0 is the farthest input"
+    assert ax.get_yscale() == "log"
 
 
 def test_accuracy_vs_length_shades_untrained_lengths() -> None:
     fig = accuracy_vs_length([3, 4, 5, 6], {"exact": [1.0, 0.9, 0.5, 0.1]}, trained_max=4,
                              chance=0.1)
-    labels = fig.axes[0].get_legend_handles_labels()[1]
-    assert "longer than any training example" in labels and "chance (tokens)" in labels
-    assert is_png_figure(fig)
+    assert JUPYTER_PNG(fig).startswith(b"\x89PNG")
+    (ax,) = fig.axes
+    labels = ax.get_legend_handles_labels()[1]
+    assert labels == ["longer than any training example", "exact", "chance (tokens)"]
+    assert curves(ax)["exact"] == [1.0, 0.9, 0.5, 0.1]
+    assert list(ax.get_xticks()) == [3, 4, 5, 6]
+    shaded = accuracy_vs_length([3, 4], {"exact": [1.0, 0.9]}, trained_max=4).axes[0]
+    assert shaded.get_legend_handles_labels()[1] == ["exact"], "nothing longer than training"
 
 
 def test_accuracy_vs_position_draws_one_bar_per_position() -> None:
     fig = accuracy_vs_position([1.0, 0.8, 0.5], chance=0.1)
-    assert len(fig.axes[0].patches) == 3
-    assert is_png_figure(fig)
+    assert JUPYTER_PNG(fig).startswith(b"\x89PNG")
+    (ax,) = fig.axes
+    (bars,) = ax.containers
+    assert [patch.get_height() for patch in bars] == [1.0, 0.8, 0.5]
+    assert [patch.get_x() + patch.get_width() / 2 for patch in bars] == pytest.approx([1, 2, 3])
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["chance"]
 
 
-def test_accuracy_vs_position_rejects_empty_input() -> None:
-    with pytest.raises(ValueError, match="accuracy: expected a non-empty 1-D sequence"):
-        accuracy_vs_position([])
+@pytest.mark.parametrize(("call", "message"), [
+    (lambda: time_vs_length(LENGTHS, {"rnn": [0.0, 1.0, 2.0, 3.0]}),
+     r"seconds\['rnn'\]: expected positive values"),
+    (lambda: time_vs_length(LENGTHS, {"rnn": [1.0, 2.0]}), r"seconds\['rnn'\]: expected 4 values"),
+    (lambda: time_vs_length(LENGTHS, {}), "seconds: expected at least one named curve"),
+    (lambda: time_vs_length([], {"rnn": []}), "x: expected a non-empty 1-D sequence"),
+    (lambda: accuracy_vs_length([1, 2], {"a": [1.0, float("nan")]}, trained_max=1),
+     r"accuracy\['a'\]: expected finite values"),
+    (lambda: gradient_vs_distance({"a": [1.0, 2.0], "b": [1.0]}),
+     "norms: expected curves of equal length"),
+    (lambda: accuracy_vs_position([]), "accuracy: expected a non-empty 1-D sequence"),
+])
+def test_bad_input_names_the_argument(call, message) -> None:
+    with pytest.raises(BookError, match=message):
+        call()

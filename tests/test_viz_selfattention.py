@@ -1,10 +1,12 @@
-"""Smoke tests of the self-attention figures: they draw, label and reject bad input."""
+"""The self-attention figures: they draw the given measurements, label them and reject bad
+input."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 import torch
+from IPython.core.formatters import PNGFormatter
 from matplotlib.figure import Figure
 
 from transformer_book.course.figures.selfattention import (
@@ -12,18 +14,33 @@ from transformer_book.course.figures.selfattention import (
     line_panels,
     variance_vs_dk,
 )
+from transformer_book.util.validation import BookError
+
+JUPYTER_PNG = PNGFormatter()  # what a notebook calls to show a cell's figure
+
+
+def lines_by_label(ax) -> dict[str, object]:
+    return {line.get_label(): line for line in ax.lines}
 
 
 def test_variance_vs_dk_draws_measurements_and_theory():
     d_ks = [1, 2, 4, 8]
-    fig = variance_vs_dk(d_ks, torch.tensor([1.0, 2.1, 3.9, 8.2]), [1.0, 1.05, 0.97, 1.02])
+    unscaled, scaled = torch.tensor([1.0, 2.1, 3.9, 8.2]), [1.0, 1.05, 0.97, 1.02]
+    fig = variance_vs_dk(d_ks, unscaled, scaled, title="t")
     assert isinstance(fig, Figure)
+    assert JUPYTER_PNG(fig).startswith(b"\x89PNG")
     (ax,) = fig.axes
-    assert len(ax.lines) == 4, "two theory lines, two measured series"
     assert ax.get_xscale() == "log" and ax.get_yscale() == "log"
-    assert "d_k" in ax.get_xlabel()
-    np.testing.assert_allclose(ax.lines[0].get_ydata(), d_ks)  # the line Var = d_k
-    fig._repr_png_()
+    assert "d_k" in ax.get_xlabel() and ax.get_title() == "t"
+    lines = lines_by_label(ax)
+    np.testing.assert_allclose(lines["theory: $d_k$"].get_ydata(), d_ks)
+    np.testing.assert_allclose(lines["theory: 1"].get_ydata(), [1, 1, 1, 1])
+    np.testing.assert_allclose(lines[r"measured Var$(q \cdot k)$"].get_ydata(), unscaled,
+                               rtol=1e-6)
+    np.testing.assert_allclose(lines[r"measured Var$(q \cdot k / \sqrt{d_k})$"].get_ydata(),
+                               scaled)
+    for line in lines.values():
+        np.testing.assert_allclose(line.get_xdata(), d_ks)
 
 
 def test_line_panels_share_colours_legends_and_references():
@@ -31,27 +48,50 @@ def test_line_panels_share_colours_legends_and_references():
               "b": {"scaled": [0.5, 0.4, 0.3], "unscaled": [1e-1, 1e-2, 1e-3]}}
     fig = line_panels([1, 2, 4], panels, xlabel="x", ylabels=["ya", "yb"], logx=True,
                       logy=[False, True], references={"b": (0.2, "floor")}, suptitle="s")
+    assert JUPYTER_PNG(fig).startswith(b"\x89PNG")
     first, second = fig.axes
+    assert fig.get_suptitle() == "s"
     assert [first.get_title(), second.get_title()] == ["a", "b"]
-    assert first.get_ylabel() == "ya" and second.get_yscale() == "log"
-    colour = {line.get_label(): line.get_color() for line in first.lines}
-    for line in second.lines[:2]:
-        assert line.get_color() == colour[line.get_label()], "one colour per series label"
-    assert second.lines[-1].get_label() == "floor"
-    assert first.get_legend() is not None
-    fig._repr_png_()
+    assert [first.get_ylabel(), second.get_ylabel()] == ["ya", "yb"]
+    assert first.get_xlabel() == second.get_xlabel() == "x"
+    assert first.get_xscale() == "log" and first.get_yscale() == "linear"
+    assert second.get_yscale() == "log"
+    for ax, (title, series) in zip(fig.axes, panels.items(), strict=True):
+        lines = lines_by_label(ax)
+        for label, values in series.items():
+            np.testing.assert_allclose(lines[label].get_ydata(), values)
+            np.testing.assert_allclose(lines[label].get_xdata(), [1, 2, 4])
+            assert lines[label].get_color() == lines_by_label(first)[label].get_color(), \
+                f"{title}: one colour per series label"
+    np.testing.assert_allclose(lines_by_label(second)["floor"].get_ydata(), [0.2, 0.2])
+    assert [t.get_text() for t in first.get_legend().get_texts()] == ["unscaled", "scaled"]
+    assert "floor" in [t.get_text() for t in second.get_legend().get_texts()]
+
+
+def test_line_panels_legend_once_without_references():
+    fig = line_panels([1, 2], {"a": {"s": [1, 2]}, "b": {"s": [2, 1]}})
+    first, second = fig.axes
+    assert first.get_legend() is not None and second.get_legend() is None
 
 
 def test_cost_per_layer_marks_n_equals_d():
     ns = [16, 32, 64]
-    fig = cost_per_layer(ns, {"attention": [1.0, 4.0, 16.0], "rnn": [2.0, 4.0, 8.0]},
-                         {"attention": [1e-4, 3e-4, 1e-3]}, d=32, suptitle="t")
+    flops = {"attention": [1.0, 4.0, 16.0], "rnn": [2.0, 4.0, 8.0]}
+    seconds = {"attention": [1e-4, 3e-4, 1e-3]}
+    fig = cost_per_layer(ns, flops, seconds, d=32, suptitle="t")
+    assert JUPYTER_PNG(fig).startswith(b"\x89PNG")
     left, right = fig.axes
     assert left.get_title() == "counted (Table 1)"
     assert right.get_title() == "measured on this machine"
-    assert any(line.get_label() == "n = d = 32" for line in left.lines)
-    assert left.get_xscale() == "log" and right.get_yscale() == "log"
-    fig._repr_png_()
+    assert fig.get_suptitle() == "t"
+    for ax, data in ((left, flops), (right, seconds)):
+        lines = lines_by_label(ax)
+        for label, values in data.items():
+            np.testing.assert_allclose(lines[label].get_ydata(), values)
+        np.testing.assert_allclose(lines["n = d = 32"].get_xdata(), [32, 32])
+        assert ax.get_xscale() == "log" and ax.get_yscale() == "log"
+    assert lines_by_label(left)["attention"].get_color() == \
+        lines_by_label(right)["attention"].get_color()
 
 
 @pytest.mark.parametrize(
@@ -74,12 +114,12 @@ def test_cost_per_layer_marks_n_equals_d():
         (lambda: line_panels([1, 2], {"a": {"s": [1, -2]}}, logy=True),
          r"panels\['a'\]\['s'\]: expected positive"),
         (lambda: cost_per_layer([1, 2], {"a": [1, 2]}, {"a": [1, 2]}, d=0),
-         r"d: expected a positive"),
+         r"d: expected an integer >= 1"),
         (lambda: cost_per_layer([1, 2], {}, {"a": [1, 2]}, d=2), r"flops: expected a non-empty"),
         (lambda: cost_per_layer([1, 2], {"a": [1, 2]}, {"a": [1]}, d=2),
          r"seconds\['a'\]: expected 2 values"),
     ],
 )
 def test_bad_input_names_the_argument(call, message):
-    with pytest.raises(ValueError, match=message):
+    with pytest.raises(BookError, match=message):
         call()

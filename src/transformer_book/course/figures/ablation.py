@@ -16,7 +16,7 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from transformer_book.course.figures import PALETTE, new_figure
-from transformer_book.util.validation import fail, require
+from transformer_book.util.validation import fail, require, require_positive_number
 
 __all__ = ["ablation_chart"]
 
@@ -65,8 +65,8 @@ def ablation_chart(
     ppl = _series(ppl_change, len(names), "ppl_change")
     bleu = _series(bleu_change, len(names), "bleu_change")
     if noise is not None:
-        require(len(noise) == 2 and all(np.isfinite(v) and v >= 0 for v in noise), "noise",
-                "(ppl_percent, bleu_points), two numbers >= 0", repr(noise))
+        require(len(noise) == 2, "noise", "(ppl_percent, bleu_points)", repr(noise))
+        noise = tuple(require_positive_number(v, "noise", allow_zero=True) for v in noise)
     height = height if height is not None else 1.2 + 0.42 * len(names)
     fig, (left, right) = new_figure(1, 2, width=width, height=height, sharey=True)
     positions = np.arange(len(names))[::-1]  # first row at the top

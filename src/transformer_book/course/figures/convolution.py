@@ -28,7 +28,7 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
 from transformer_book.course.figures import PALETTE, new_figure
-from transformer_book.util.validation import fail, require, require_positive_int
+from transformer_book.util.validation import fail, require, require_int, require_positive_int
 
 __all__ = [
     "cost_curves",
@@ -128,8 +128,7 @@ def receptive_field_map(fields: Mapping[str, Any], *, output_position: int | Non
     require(len(lengths) == 1, "fields", "arrays of one length", sorted(lengths))
     length = lengths.pop()
     position = length - 1 if output_position is None else output_position
-    require(isinstance(position, int) and 0 <= position < length, "output_position",
-            f"an integer in [0, {length})", repr(output_position))
+    require_int(position, "output_position", minimum=0, maximum=length - 1)
     heights = [array.shape[0] + 1.2 for array in arrays.values()]
     fig, axes = new_figure(len(arrays), 1, width=8.0, height=0.32 * sum(heights) + 0.8,
                            gridspec_kw={"height_ratios": heights})

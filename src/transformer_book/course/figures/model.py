@@ -15,7 +15,7 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from transformer_book.course.figures import PALETTE, as_array, new_figure
-from transformer_book.util.validation import require
+from transformer_book.util.validation import require, require_positive_number
 
 __all__ = ["parameter_breakdown", "training_curves"]
 
@@ -41,7 +41,7 @@ def parameter_breakdown(
     require(len(names) > 0, "models", "at least one model name", "none")
     require(isinstance(components, Mapping) and len(components) > 0, "components",
             "a non-empty mapping component -> counts", type(components).__name__)
-    require(unit > 0, "unit", "a positive number", repr(unit))
+    require_positive_number(unit, "unit")
     counts = {label: as_array(values, f"components[{label!r}]", 1, size=len(names)) / unit
               for label, values in components.items()}
     for label, values in counts.items():

@@ -15,7 +15,7 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from transformer_book.course.figures import DIVERGING, HEATMAP, PALETTE, as_array, new_figure
-from transformer_book.util.validation import require
+from transformer_book.util.validation import require, require_int, require_number
 
 __all__ = ["accuracy_vs_length", "encoding_heatmap", "offset_similarity"]
 
@@ -38,8 +38,7 @@ def encoding_heatmap(
     length, d_model = table.shape
     columns = list(curves or [])
     for c in columns:
-        require(isinstance(c, int) and 0 <= c < d_model, "curves",
-                f"dimension indices in [0, {d_model})", repr(c))
+        require_int(c, "curves", minimum=0, maximum=d_model - 1)
     panels = 2 if columns else 1
     fig, axes = new_figure(1, panels, width=width or (11.0 if columns else 6.0), height=height)
     ax = axes[0] if columns else axes
@@ -112,8 +111,7 @@ def accuracy_vs_length(
     (those seen in training) are shaded, and ``chance``, when given, is a dotted line."""
     xs = as_array(list(lengths), "lengths", 1)
     require(len(series) > 0, "series", "at least one line", "none")
-    require(isinstance(train_max, (int, float)) and not isinstance(train_max, bool), "train_max",
-            "a number (the longest training length)", repr(train_max))
+    require_number(train_max, "train_max")
     fig, ax = new_figure(width=width, height=height)
     ax.axvspan(xs.min() - 0.5, train_max + 0.5, color=PALETTE[-1], alpha=0.15,
                label="lengths seen in training")

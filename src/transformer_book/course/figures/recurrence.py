@@ -21,7 +21,7 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from transformer_book.course.figures import PALETTE, new_figure
-from transformer_book.util.validation import require
+from transformer_book.util.validation import require, require_positive_number
 
 __all__ = [
     "accuracy_vs_length",
@@ -95,7 +95,7 @@ def memory_vs_length(
     the largest batch whose activations fit ``budget_bytes``.
     """
     xs, curves = _series(lengths, bytes_per_example, "bytes_per_example", positive=True)
-    require(budget_bytes > 0, "budget_bytes", "a positive number of bytes", budget_bytes)
+    require_positive_number(budget_bytes, "budget_bytes")
     fig, (left, right) = new_figure(1, 2, width=9.6, height=3.8)
     for name, ys in curves.items():
         left.plot(xs, ys / 2**20, marker="o", markersize=4, label=name)

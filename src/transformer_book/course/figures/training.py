@@ -37,8 +37,7 @@ def token_budget_batches(
     padding fraction per batch for each batching strategy in ``padding``."""
     x = as_array(longest, "longest", 1)
     y = as_array(sizes, "sizes", 1, size=x.size)
-    require(isinstance(max_tokens, int) and max_tokens > 0, "max_tokens", "a positive int",
-            repr(max_tokens))
+    require_positive_int(max_tokens, "max_tokens")
     require(len(padding) > 0, "padding", "at least one strategy", "none")
     fig, (left, right) = new_figure(1, 2, width=10.0, height=3.8)
     left.scatter(x, y, s=9, alpha=0.6, color=PALETTE[0], label="one batch")
