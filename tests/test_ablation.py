@@ -27,6 +27,7 @@ from transformer_book.nn.transformer import Transformer, count_parameters
 from transformer_book.train.corpus import PreparedData, make_batch
 from transformer_book.train.objective import label_smoothed_cross_entropy
 from transformer_book.util.env import set_seed
+from transformer_book.util.validation import BookError
 
 WORDS = ["ein", "mann", "hund", "katze", "sitzt", "läuft", "auf", "dem"]
 
@@ -61,7 +62,7 @@ def test_restricted_key_size_equals_attention_with_smaller_keys():
     w, b = m.in_proj.weight.detach().clone(), m.in_proj.bias.detach().clone()
     unused = restrict_key_size(m, d_k)
     x = torch.randn(2, 5, d_model, dtype=torch.float64)
-    out, _ = m(x)
+    out, _ = m(x, x, x)
     # From scratch: project, keep d_k query/key dims per head, divide by sqrt(d_k).
     q, k, v = (x @ w.T + b).split(d_model, dim=-1)  # three (B, L, d_model)
     q, k, v = (t.view(2, 5, h, d_model // h).transpose(1, 2) for t in (q, k, v))  # (B, h, L, 4)
@@ -69,7 +70,7 @@ def test_restricted_key_size_equals_attention_with_smaller_keys():
     heads = torch.softmax(scores, dim=-1) @ v  # (B, h, L, d_v)
     expected = m.out_proj(heads.transpose(1, 2).reshape(2, 5, d_model))
     torch.testing.assert_close(out, expected)
-    out_w, _ = m(x, need_weights=True)  # teaching path agrees too
+    out_w, _ = m(x, x, x, need_weights=True)  # teaching path agrees too
     torch.testing.assert_close(out_w, expected)
     assert unused == 2 * h * (d_model // h - d_k) * (d_model + 1)
 
@@ -78,12 +79,12 @@ def test_full_key_size_is_the_identity_and_bad_sizes_are_refused():
     torch.manual_seed(1)
     m = MultiHeadAttention(8, 2).double()
     x = torch.randn(1, 3, 8, dtype=torch.float64)
-    before, _ = m(x)
+    before, _ = m(x, x, x)
     assert restrict_key_size(m, 4) == 0
-    torch.testing.assert_close(m(x)[0], before)
-    with pytest.raises(ValueError, match="d_k"):
+    torch.testing.assert_close(m(x, x, x)[0], before)
+    with pytest.raises(BookError, match=r"d_k: expected an integer >= 1 and <= 4, received 5"):
         KeySizeMask(8, 2, 5)
-    with pytest.raises(ValueError, match="d_k"):
+    with pytest.raises(BookError, match="d_k"):
         KeySizeMask(8, 2, 0)
     with pytest.raises(ValueError, match="model"):
         restrict_key_size(torch.nn.Linear(2, 2), 1)
@@ -112,6 +113,7 @@ def test_paper_table3_holds_the_base_row():
     assert all(ppl > 4 and 24 < bleu < 26 for ppl, bleu in PAPER_TABLE3.values())
 
 
+@pytest.mark.slow
 def test_train_variant_is_seeded_and_evaluates_plain_cross_entropy(tiny_data):
     config = _config(tiny_data, dropout=0.0)
     a = train_variant(config, tiny_data, steps=3, seed=0, max_tokens=64, warmup_steps=2,
@@ -157,6 +159,7 @@ def test_evaluate_variant_matches_a_manual_loss(tiny_data):
     assert ppl == pytest.approx(math.exp(nll))
 
 
+@pytest.mark.slow
 def test_run_ablation_applies_overrides_key_size_and_seed(tiny_data):
     variants = {"base": {}, "h=1": {"num_heads": 1}, "d_k=2": {"d_k": 2},
                 "base seed 1": {"seed": 1}}

@@ -71,6 +71,7 @@ def test_config_hash_follows_the_config_not_the_data_folder(tmp_path):
         config_hash({"model": {}})
 
 
+@pytest.mark.slow
 def test_trains_once_then_reuses(multi30k_dir, tmp_path):
     config = tiny_config(multi30k_dir)
     first = run(config, tmp_path)
@@ -86,6 +87,7 @@ def test_trains_once_then_reuses(multi30k_dir, tmp_path):
     assert trained.step == 3
 
 
+@pytest.mark.slow
 def test_a_run_without_its_marker_is_never_used(multi30k_dir, tmp_path):
     config = tiny_config(multi30k_dir)
     first = run(config, tmp_path)
@@ -100,6 +102,7 @@ def test_a_run_without_its_marker_is_never_used(multi30k_dir, tmp_path):
     assert load_completed(first.run_dir) is None
 
 
+@pytest.mark.slow
 def test_checkpoints_of_another_config_are_replaced(multi30k_dir, tmp_path, capsys):
     old = run(tiny_config(multi30k_dir, d_model=16), tmp_path)
     (old.run_dir / MARKER).unlink()
@@ -110,6 +113,7 @@ def test_checkpoints_of_another_config_are_replaced(multi30k_dir, tmp_path, caps
     assert load_trained(new.run_dir).model_config.d_model == 32
 
 
+@pytest.mark.slow
 def test_a_marker_of_another_config_is_not_reused(multi30k_dir, tmp_path):
     run(tiny_config(multi30k_dir, d_model=16), tmp_path)
     other = tiny_config(multi30k_dir, d_model=32)
@@ -122,6 +126,7 @@ def _worker(args):
     return run(tiny_config(Path(data_dir)), Path(root)).trained_now
 
 
+@pytest.mark.slow
 def test_two_processes_at_once_train_only_once(multi30k_dir, tmp_path):
     context = multiprocessing.get_context("spawn")
     with context.Pool(2) as pool:

@@ -12,7 +12,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from torch import nn
 
-from transformer_book.train import (
+from transformer_book.train.objective import (
+    REDUCTIONS,
     count_tokens,
     label_smoothed_cross_entropy,
     make_optimizer,
@@ -121,10 +122,10 @@ def test_smoothed_distribution_matches_the_loss():
         (lambda: label_smoothed_cross_entropy(torch.randn(2, 4), torch.tensor([0, 0])),
          r"targets: expected at least one token other than ignore_index=0, received only"),
         (lambda: label_smoothed_cross_entropy(torch.randn(2, 4), torch.tensor([1, 2]), 1.5),
-         r"smoothing: expected a number in \[0, 1\], received 1.5"),
+         r"smoothing: expected a finite number >= 0 and <= 1, received 1.5"),
         (lambda: label_smoothed_cross_entropy(torch.randn(2, 4), torch.tensor([1, 2]),
                                               reduction="avg"),
-         r"reduction: expected one of \('mean', 'sum', 'none'\), received 'avg'"),
+         r"reduction: expected one of \['mean', 'sum', 'none'\], received 'avg'"),
         (lambda: smoothed_target_distribution(torch.tensor([1, 9]), 5),
          r"targets: expected ids in \[0, 5\), received ids from 1 to 9"),
         (lambda: smoothed_target_distribution(torch.tensor([1]), 0),
@@ -135,6 +136,20 @@ def test_smoothed_distribution_matches_the_loss():
 def test_bad_loss_inputs(call, match):
     with pytest.raises(ValueError, match=match):
         call()
+
+
+def test_unchecked_loss_is_the_same_without_reading_the_targets():
+    logits, targets = torch.randn(3, 5, 11), torch.randint(0, 11, (3, 5))
+    for reduction in REDUCTIONS:
+        assert torch.equal(label_smoothed_cross_entropy(logits, targets, reduction=reduction),
+                           label_smoothed_cross_entropy(logits, targets, reduction=reduction,
+                                                        check=False))
+    # Without the check, a batch of padding only averages over nothing: NaN, not an error.
+    only_padding = label_smoothed_cross_entropy(logits, torch.zeros(3, 5, dtype=torch.long),
+                                                check=False)
+    assert torch.isnan(only_padding)
+    with pytest.raises(ValueError, match="check: expected True or False"):
+        label_smoothed_cross_entropy(logits, targets, check=1)
 
 
 def test_all_padding_sums_to_zero():
@@ -168,8 +183,8 @@ def test_noam_peaks_at_warmup():
         ({"warmup_steps": 0}, r"warmup_steps: expected an integer >= 1, received 0"),
         ({"d_model": 0}, r"d_model: expected an integer >= 1, received 0"),
         ({"step": -1}, r"step: expected an integer >= 0, received -1"),
-        ({"factor": 0.0}, r"factor: expected a positive number, received 0.0"),
-        ({"factor": float("nan")}, r"factor: expected a positive number, received nan"),
+        ({"factor": 0.0}, r"factor: expected a finite number > 0, received 0.0"),
+        ({"factor": float("nan")}, r"factor: expected a finite number > 0, received nan"),
     ],
 )
 def test_noam_bad_inputs(kwargs, match):

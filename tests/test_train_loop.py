@@ -1,4 +1,6 @@
-"""The training loop (Section 5): exact resume, the non-finite guard, records, refusals."""
+"""The training loop (Section 5): exact resume, the non-finite guard, records, refusals.
+
+Every test here trains (a few steps of configs/tiny.toml, shrunk): all are marked slow."""
 
 from __future__ import annotations
 
@@ -10,9 +12,12 @@ import torch
 from safetensors.torch import load_file
 
 from transformer_book.run.config import load_run_config
-from transformer_book.train import loop as loop_module
-from transformer_book.train import train
-from transformer_book.train.loop import NonFiniteLossError
+from transformer_book.train import step as step_module
+from transformer_book.train.loop import train
+from transformer_book.train.step import NonFiniteLossError
+from transformer_book.util.validation import BookError
+
+pytestmark = pytest.mark.slow
 
 QUICK = dict(progress=False, results_dir=None, bleu_sentences=4, val_sentences=16)
 
@@ -52,6 +57,13 @@ def test_interrupted_and_resumed_run_matches_uninterrupted(multi30k_dir, tmp_pat
     a = load_file(whole.final_checkpoint / "model.safetensors")
     b = load_file(second.final_checkpoint / "model.safetensors")
     assert all(torch.equal(a[k], b[k]) for k in a), "same final weights"
+    # One name per time: train_seconds is the whole run's (both sessions), wall_seconds
+    # this session's, step_seconds this session's time inside optimizer steps.
+    assert 0 < second.step_seconds <= second.wall_seconds < second.train_seconds
+    assert second.train_seconds <= first.train_seconds + second.wall_seconds
+    assert whole.train_seconds == whole.wall_seconds, "a fresh run: one session"
+    meta = json.loads((second.final_checkpoint / "checkpoint.json").read_text())
+    assert second.wall_seconds < meta["extra"]["train_seconds"] <= second.train_seconds
 
 
 def test_accumulation_normalises_per_target_token(multi30k_dir, tmp_path):
@@ -63,7 +75,7 @@ def test_accumulation_normalises_per_target_token(multi30k_dir, tmp_path):
 
 
 def test_nonfinite_loss_stops_with_a_diagnostic(multi30k_dir, tmp_path, monkeypatch):
-    real = loop_module.label_smoothed_cross_entropy
+    real = step_module.label_smoothed_cross_entropy
     calls = {"n": 0}
 
     def poisoned(*args, **kwargs):
@@ -71,7 +83,8 @@ def test_nonfinite_loss_stops_with_a_diagnostic(multi30k_dir, tmp_path, monkeypa
         loss = real(*args, **kwargs)
         return loss * float("nan") if calls["n"] >= 3 else loss
 
-    monkeypatch.setattr(loop_module, "label_smoothed_cross_entropy", poisoned)
+    monkeypatch.setattr(step_module, "label_smoothed_cross_entropy", poisoned)
+    assert issubclass(NonFiniteLossError, BookError), "the CLI reports it in one line"
     with pytest.raises(NonFiniteLossError, match=r"became nan at step 3 \(lr .*batch shapes "
                        r"src \(\d+, \d+\) tgt \(\d+, \d+\)\); the last finite loss was "
                        r"[\d.]+ at step 2\. Try a lower learning rate"):
@@ -94,7 +107,8 @@ def test_record_has_config_commit_hardware_curves(finished_run):
     assert re.fullmatch(r"train-tiny-\d{8}T\d{6}Z\.json", result.record_path.name)
     assert result.record_path.parent == root / "results"
     record = json.loads(result.record_path.read_text())
-    for key in ("config", "git", "hardware", "wall_seconds", "tokens_per_second",
+    for key in ("config", "git", "hardware", "wall_seconds", "train_seconds", "step_seconds",
+                "tokens_per_second",
                 "seconds_per_step", "loss_curve", "evals", "final_checkpoint", "command",
                 "precision", "world_size", "num_parameters", "data"):
         assert key in record, key
@@ -110,6 +124,9 @@ def test_record_has_config_commit_hardware_curves(finished_run):
     assert "val_loss" in record["evals"][-1] and "bleu" in record["evals"][-1]
     assert record["final_checkpoint"].endswith("step_00000012")
     assert record["tokens_per_second"] > 0 and record["config"]["data"]["train_subset"] == 64
+    assert record["train_seconds"] == record["wall_seconds"] == result.wall_seconds
+    assert record["step_seconds"] == result.step_seconds <= result.wall_seconds
+    assert record["seconds_per_step"] == pytest.approx(record["step_seconds"] / 12)
 
 
 def test_no_resume_refuses_a_folder_with_checkpoints(finished_run, multi30k_dir):

@@ -7,11 +7,12 @@ performance on English-to-German translation on the development set, newstest201
 :func:`run_ablation` trains one small Transformer per variant -- the baseline config with a
 few fields overridden -- for the same number of steps on the same batches, then measures
 the validation loss without label smoothing (so perplexity is comparable across ε_ls) and
-greedy BLEU. It is a deliberately small loop for many short runs; it reuses the package's
-pieces (:func:`~transformer_book.train.objective.label_smoothed_cross_entropy`,
-:func:`~transformer_book.train.objective.make_optimizer`, the token-budget sampler,
-:func:`~transformer_book.train.corpus.make_batch`, greedy decoding and sacreBLEU). Full
-training runs (checkpoints, resume, AMP, DDP) are :func:`transformer_book.train.train`.
+greedy BLEU. It is a deliberately small loop for many short runs, made of the package's
+pieces: the token-budget sampler, the training step
+(:func:`~transformer_book.train.step.train_step`, the loop's own), the validation loss
+(:func:`~transformer_book.train.validate.validation_loss`) and greedy BLEU
+(:func:`~transformer_book.train.validate.greedy_bleu`). Full training runs (checkpoints,
+resume, AMP, DDP) are :func:`transformer_book.train.loop.train`.
 
 Row (B) of Table 3 shrinks the key size d_k while h and d_v stay fixed. The model ties
 d_k = d_v = d_model / h, so :func:`restrict_key_size` keeps only the first ``d_k`` query and
@@ -24,8 +25,7 @@ from __future__ import annotations
 
 import math
 import tempfile
-import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -34,14 +34,28 @@ from torch import nn
 from torch.nn.utils import parametrize
 
 from transformer_book.data.batching import TokenBudgetSampler
-from transformer_book.data.tokenizer import PAD_ID
 from transformer_book.nn.attention import MultiHeadAttention
 from transformer_book.nn.config import TransformerConfig
+from transformer_book.nn.transformer import Transformer, count_parameters
 from transformer_book.run.config import DataSection, RunConfig
-from transformer_book.train.corpus import PreparedData, make_batch, prepare_data
-from transformer_book.train.objective import label_smoothed_cross_entropy, make_optimizer
+from transformer_book.train.corpus import (
+    PreparedData,
+    check_ids,
+    epoch_steps,
+    make_step_batch,
+    prepare_data,
+)
+from transformer_book.train.objective import make_optimizer
+from transformer_book.train.step import NonFiniteLossError, Trainer, train_step
+from transformer_book.train.validate import greedy_bleu, validation_loss
 from transformer_book.util.env import get_device, set_seed
-from transformer_book.util.validation import require, require_positive_int
+from transformer_book.util.timing import Stopwatch
+from transformer_book.util.validation import (
+    require,
+    require_int,
+    require_number,
+    require_positive_int,
+)
 
 __all__ = [
     "EXTRA_KEYS",
@@ -120,8 +134,7 @@ class KeySizeMask(nn.Module):
     def __init__(self, d_model: int, num_heads: int, d_k: int) -> None:
         super().__init__()
         d_head = d_model // num_heads
-        require(isinstance(d_k, int) and 1 <= d_k <= d_head, "d_k",
-                f"an integer in [1, d_model / h = {d_head}]", repr(d_k))
+        require_int(d_k, "d_k", minimum=1, maximum=d_head)  # at most d_model / h
         keep = torch.zeros(num_heads, d_head)  # (h, d_head): 1 for the kept dimensions
         keep[:, :d_k] = 1.0
         keep = keep.reshape(d_model)  # (h, d_head) -> (d_model,), head-major like the rows
@@ -186,9 +199,8 @@ class AblationResult:
 
 def relative_change(baseline: float, variant: float) -> float:
     """``(variant - baseline) / baseline``: +0.05 means 5 % higher than the baseline."""
-    for name, value in (("baseline", baseline), ("variant", variant)):
-        require(isinstance(value, (int, float)) and not isinstance(value, bool)
-                and math.isfinite(value), name, "a finite number", repr(value))
+    require_number(baseline, "baseline")
+    require_number(variant, "variant")
     require(baseline != 0, "baseline", "a non-zero number", baseline)
     return (variant - baseline) / baseline
 
@@ -196,40 +208,24 @@ def relative_change(baseline: float, variant: float) -> float:
 # ----------------------------------------------------------------------- training
 
 
-@torch.no_grad()
 def evaluate_variant(model: nn.Module, data: PreparedData, *, bleu_sentences: int = 100,
                      max_tokens: int = 4000, device: torch.device | None = None
                      ) -> tuple[float, float, float]:
     """``(val_nll, val_ppl, bleu)`` of ``model`` on ``data``'s validation pairs.
 
     The loss is plain cross-entropy per target token (ε_ls = 0, padding ignored), summed
-    over all validation pairs and divided by their token count; BLEU decodes the first
+    over all validation pairs and divided by their token count
+    (:func:`~transformer_book.train.validate.validation_loss`); BLEU decodes the first
     ``bleu_sentences`` sources greedily (0: no BLEU, reported as NaN).
     """
-    from transformer_book.inference.scoring import corpus_bleu
-    from transformer_book.inference.translate import translate_ids
-
     require_positive_int(bleu_sentences, "bleu_sentences", minimum=0)
     device = device if device is not None else next(model.parameters()).device
-    was_training = model.training
-    model.eval()
-    sampler = TokenBudgetSampler([len(s) for s in data.val_src], max_tokens,
-                                 [len(t) + 1 for t in data.val_tgt], shuffle=False)
-    nll, tokens = 0.0, 0
-    for indices in sampler:
-        src, tgt_in, tgt_out = make_batch(data.val_src, data.val_tgt, indices, device)
-        logits = model(src, tgt_in)  # (B, T, V)
-        nll += float(label_smoothed_cross_entropy(logits.float(), tgt_out, 0.0, PAD_ID,
-                                                  reduction="sum"))
-        tokens += int((tgt_out != PAD_ID).sum())
-    bleu = float("nan")
+    losses = validation_loss(model, data.val_src, data.val_tgt, label_smoothing=0.0,
+                             max_tokens=max_tokens, device=device)
     n = min(bleu_sentences, len(data.val_src))
-    if n > 0:
-        hyps = translate_ids(model, data.val_src[:n], beam_size=1, max_tokens=max_tokens,
-                             device=device)
-        bleu = corpus_bleu(data.tokenizer.decode_batch(hyps), data.val_references[:n]).score
-    model.train(was_training)
-    return nll / tokens, math.exp(min(nll / tokens, 50.0)), bleu
+    bleu = (greedy_bleu(model, data, n, max_tokens=max_tokens, device=device).score
+            if n > 0 else float("nan"))
+    return losses.nll, losses.perplexity, bleu
 
 
 def train_variant(
@@ -253,58 +249,66 @@ def train_variant(
     Section 5: token-budget batches of at most ``max_tokens`` padded tokens per side
     (Section 5.1), teacher forcing with the label-smoothed loss of ``config.label_smoothing``
     (Section 5.4), Adam with eq. 3's warmup schedule (Section 5.3), plus gradient clipping at
-    ``clip_norm`` (not in the paper; it keeps short, hot runs stable). The weights and the
-    batch order depend only on ``seed``, so two variants with the same seed see the same
-    batches in the same order. ``d_k`` applies :func:`restrict_key_size`.
+    ``clip_norm`` (not in the paper; it keeps short, hot runs stable): each step is
+    :func:`~transformer_book.train.step.train_step`. The weights and the batch order depend
+    only on ``seed``, so two variants with the same seed see the same batches in the same
+    order. ``d_k`` applies :func:`restrict_key_size`.
     """
-    from transformer_book.nn.transformer import Transformer, count_parameters
-
     require(isinstance(config, TransformerConfig), "config", "a TransformerConfig",
             type(config).__name__)
     require(config.vocab_size == data.tokenizer.vocab_size, "config",
             f"vocab_size={data.tokenizer.vocab_size} (the tokenizer's)", config.vocab_size)
     require_positive_int(steps, "steps")
     require_positive_int(seed, "seed", minimum=0)
+    for ids, what in ((data.train_src, "training sources"), (data.train_tgt, "training targets")):
+        check_ids(ids, config.vocab_size, what)  # once here, never inside a step
     device = get_device() if device is None else torch.device(device)
-    started = time.perf_counter()
+    watch = Stopwatch()
     set_seed(seed)
     model = Transformer(config).to(device)
     unused = restrict_key_size(model, d_k) if d_k is not None else 0
     optimizer, scheduler = make_optimizer(model, config.d_model, warmup_steps, lr_factor)
+    trainer = Trainer(model, optimizer, scheduler, config.label_smoothing, clip_norm=clip_norm)
     sampler = TokenBudgetSampler([len(s) for s in data.train_src], max_tokens,
                                  [len(t) + 1 for t in data.train_tgt], shuffle=True, seed=seed)
     model.train()
-    losses: list[float] = []
-    epoch, batches = 0, iter(sampler)
-    while len(losses) < steps:
-        indices = next(batches, None)
-        if indices is None:  # epoch finished: the next one is shuffled differently
-            epoch += 1
-            sampler.set_epoch(epoch)
-            batches = iter(sampler)
-            continue
-        src, tgt_in, tgt_out = make_batch(data.train_src, data.train_tgt, indices, device)
-        logits = model(src, tgt_in)  # (B, S), (B, T) -> (B, T, V)
-        loss = label_smoothed_cross_entropy(logits, tgt_out, config.label_smoothing, PAD_ID)
-        loss.backward()
-        if clip_norm is not None:
-            torch.nn.utils.clip_grad_norm_(model.parameters(), clip_norm)
-        optimizer.step()
-        scheduler.step()
-        optimizer.zero_grad(set_to_none=True)
-        losses.append(float(loss.detach()))
-        if not math.isfinite(losses[-1]):
-            raise FloatingPointError(f"{name}: training loss became {losses[-1]} at step "
-                                     f"{len(losses)}; lower lr_factor or warm up longer")
+    losses, epochs = _fit(trainer, data, sampler, steps, device, name)
     val_nll, val_ppl, bleu = evaluate_variant(model, data, bleu_sentences=bleu_sentences,
                                               device=device)
     return AblationResult(
         name=name, overrides=dict(overrides or {}), seed=seed,
         num_parameters=count_parameters(model) - unused, steps=steps, train_losses=losses,
         val_nll=val_nll, val_ppl=val_ppl, bleu=bleu,
-        bleu_sentences=min(bleu_sentences, len(data.val_src)),
-        seconds=time.perf_counter() - started,
-        extra={"epochs": epoch + 1, "d_k": d_k if d_k is not None else config.d_k})
+        bleu_sentences=min(bleu_sentences, len(data.val_src)), seconds=watch.seconds,
+        extra={"epochs": epochs, "d_k": d_k if d_k is not None else config.d_k})
+
+
+def _fit(trainer: Trainer, data: PreparedData, sampler: TokenBudgetSampler, steps: int,
+         device: torch.device, name: str) -> tuple[list[float], int]:
+    """``steps`` training steps on ``data``'s training pairs: the loss of each and how many
+    epochs were begun."""
+    losses, epochs = [], 0
+    try:
+        for epoch, chunk in _steps(sampler, steps):
+            batch = make_step_batch(data.train_src, data.train_tgt, chunk, device)
+            losses.append(train_step(trainer, batch).loss)
+            epochs = epoch + 1
+    except NonFiniteLossError as error:
+        raise NonFiniteLossError(f"{name}: {error}") from None
+    return losses, epochs
+
+
+def _steps(sampler: TokenBudgetSampler, steps: int) -> Iterator[tuple[int, list[list[int]]]]:
+    """``(epoch, one step's batches)`` for ``steps`` steps, epoch after epoch (each
+    shuffled differently)."""
+    epoch, taken = 0, 0
+    while True:
+        for chunk in epoch_steps(sampler, epoch):
+            if taken == steps:
+                return
+            yield epoch, chunk
+            taken += 1
+        epoch += 1
 
 
 def run_ablation(

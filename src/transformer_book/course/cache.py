@@ -35,8 +35,15 @@ from typing import Any
 
 import torch
 
+from transformer_book.run.checkpoint import list_checkpoints
 from transformer_book.run.config import RunConfig
-from transformer_book.util.validation import require, require_positive_int
+from transformer_book.train.corpus import PreparedData, prepare_data
+from transformer_book.train.loop import TrainingResult, train
+from transformer_book.train.step import NonFiniteLossError
+from transformer_book.util.env import get_device
+from transformer_book.util.files import atomic_write_json
+from transformer_book.util.records import hardware_info
+from transformer_book.util.validation import BookError, require, require_positive_int
 
 try:  # POSIX (Linux, macOS, Colab); without it the cache still works, unlocked
     import fcntl
@@ -79,11 +86,7 @@ def course_cache_dir() -> Path:
 
 
 def _device(device: torch.device | str | None) -> torch.device:
-    if device is None:
-        from transformer_book.util.env import get_device
-
-        return get_device()
-    return torch.device(device)
+    return get_device() if device is None else torch.device(device)
 
 
 def chapter10_run_config(device: torch.device | str | None = None) -> RunConfig:
@@ -144,11 +147,11 @@ class CourseRun:
 
     ``losses`` has one ``{"step", "loss", "lr", "tokens"}`` per optimizer step and
     ``evals`` one dict per validation (``step``, ``val_loss``, ``val_ppl``, ``bleu``, ...),
-    as :class:`transformer_book.train.TrainingResult`. ``wall_seconds``,
-    ``seconds_per_step`` and ``tokens_per_second`` describe the last training session;
-    ``train_seconds`` is the whole run's training time, every session of an interrupted and
-    resumed run included. ``trained_now`` says whether this call trained it (``False``:
-    found in the cache).
+    as :class:`transformer_book.train.loop.TrainingResult`, whose names the times keep:
+    ``wall_seconds``, ``seconds_per_step`` and ``tokens_per_second`` describe the last
+    training session; ``train_seconds`` is the whole run's time in training, every session
+    of an interrupted and resumed run included. ``trained_now`` says whether this call
+    trained it (``False``: found in the cache).
     """
 
     run_dir: Path
@@ -163,12 +166,6 @@ class CourseRun:
     evals: list[dict[str, Any]] = field(default_factory=list)
     train_seconds: float = 0.0
     trained_now: bool = False
-
-
-def _atomic_json(path: Path, data: dict[str, Any]) -> None:
-    from transformer_book.data.tokenizer import atomic_write_text
-
-    atomic_write_text(path, json.dumps(data, indent=1, allow_nan=False) + "\n")
 
 
 def load_completed(run_dir: str | Path, key: str | None = None) -> CourseRun | None:
@@ -190,15 +187,6 @@ def load_completed(run_dir: str | Path, key: str | None = None) -> CourseRun | N
                          trained_now=False)
     except (OSError, ValueError, KeyError, TypeError):
         return None
-
-
-def _train_seconds(checkpoint: Path, fallback: float) -> float:
-    """The training time of every session up to ``checkpoint`` (the loop keeps it there)."""
-    try:
-        meta = json.loads((checkpoint / "checkpoint.json").read_text(encoding="utf-8"))
-        return float(meta["extra"]["train_seconds"])
-    except (OSError, ValueError, KeyError, TypeError):
-        return fallback
 
 
 @contextlib.contextmanager
@@ -231,14 +219,10 @@ def cached_run(run_config: RunConfig, name: str, *, device: torch.device | str |
 
     ``name`` should contain :func:`config_hash` of the configuration, so that a different
     configuration never reuses this folder. Training calls
-    :func:`transformer_book.train.train` with no JSON record (``results/`` holds the CLI's
-    runs only); a folder left by an interrupted run is resumed from its last checkpoint,
-    or started afresh if those checkpoints do not fit the configuration.
+    :func:`transformer_book.train.loop.train` with no JSON record (``results/`` holds the
+    CLI's runs only); a folder left by an interrupted run is resumed from its last
+    checkpoint, or started afresh if those checkpoints do not fit the configuration.
     """
-    from transformer_book.run.checkpoint import list_checkpoints
-    from transformer_book.train.loop import train
-    from transformer_book.util.records import hardware_info
-
     require(isinstance(run_config, RunConfig), "run_config", "a RunConfig",
             type(run_config).__name__)
     require(isinstance(name, str) and name and "/" not in name and not name.startswith("."),
@@ -256,38 +240,45 @@ def cached_run(run_config: RunConfig, name: str, *, device: torch.device | str |
         if found is not None:
             return found
         (run_dir / MARKER).unlink(missing_ok=True)
-        kwargs = dict(progress=progress, device=device, results_dir=None, name=name,
-                      bleu_sentences=bleu_sentences, val_sentences=val_sentences)
-        with warnings.catch_warnings():  # tqdm.auto warns in notebooks without ipywidgets
-            warnings.simplefilter("ignore")
-            import tqdm.auto  # noqa: F401  (the loop imports it; no bar is shown here)
-        try:
-            result = train(run_config, run_dir, resume=True, **kwargs)
-        except ValueError:
-            if not list_checkpoints(run_dir):
-                raise
-            print(f"{run_dir}: its checkpoints do not fit this configuration; starting afresh",
-                  file=sys.stderr)
-            shutil.rmtree(run_dir)
-            result = train(run_config, run_dir, resume=True, **kwargs)
+        result = _train_afresh_if_needed(
+            run_config, run_dir, progress=progress, device=device, results_dir=None,
+            name=name, bleu_sentences=bleu_sentences, val_sentences=val_sentences)
         require(result.final_checkpoint is not None, "run_config", "at least one step",
                 "a run that stopped before its first step")
-        marker = {
+        atomic_write_json(run_dir / MARKER, {
             "version": CACHE_VERSION, "key": key, "run_config": run_config.to_dict(),
             "steps": result.step, "wall_seconds": result.wall_seconds,
             "seconds_per_step": result.seconds_per_step,
             "tokens_per_second": result.tokens_per_second,
-            "hardware": hardware_info(device),
-            "train_seconds": _train_seconds(result.final_checkpoint, result.wall_seconds),
+            "hardware": hardware_info(device), "train_seconds": result.train_seconds,
             "final_checkpoint": result.final_checkpoint.name,
             "resumed_from": result.resumed_from.name if result.resumed_from else None,
             "losses": result.losses, "evals": result.evals,
-        }
-        _atomic_json(run_dir / MARKER, marker)
+        })
     run = load_completed(run_dir, key)
     require(run is not None, str(run_dir), "a readable completion marker", "none")
     run.trained_now = True
     return run
+
+
+def _train_afresh_if_needed(run_config: RunConfig, run_dir: Path, **kwargs: Any
+                            ) -> TrainingResult:
+    """:func:`train` into ``run_dir``, resuming its checkpoints; if they do not fit the
+    configuration, the folder is removed and the run starts afresh."""
+    with warnings.catch_warnings():  # tqdm.auto warns in notebooks without ipywidgets
+        warnings.simplefilter("ignore")
+        import tqdm.auto  # noqa: F401  (the loop imports it; no bar is shown here)
+    try:
+        return train(run_config, run_dir, resume=True, **kwargs)
+    except NonFiniteLossError:
+        raise  # the run broke: its checkpoints are kept for a look
+    except BookError:
+        if not list_checkpoints(run_dir):
+            raise
+    print(f"{run_dir}: its checkpoints do not fit this configuration; starting afresh",
+          file=sys.stderr)
+    shutil.rmtree(run_dir)
+    return train(run_config, run_dir, resume=True, **kwargs)
 
 
 def train_chapter10_model(device: torch.device | str | None = None, *,
@@ -313,12 +304,10 @@ def chapter10_model(device: torch.device | str | None = None, *,
 
 
 def chapter10_data(device: torch.device | str | None = None, *,
-                   root: str | Path | None = None):
-    """Chapter 10's encoded corpus (:class:`transformer_book.train.PreparedData`): Multi30k,
-    the run's joint BPE (trained once, kept in the run folder) and the id lists, prepared
-    under the run's lock so that it never races a training process."""
-    from transformer_book.train.corpus import prepare_data
-
+                   root: str | Path | None = None) -> PreparedData:
+    """Chapter 10's encoded corpus (:class:`transformer_book.train.corpus.PreparedData`):
+    Multi30k, the run's joint BPE (trained once, kept in the run folder) and the id lists,
+    prepared under the run's lock so that it never races a training process."""
     device = _device(device)
     run_config, name = _chapter10_key(device)
     root = Path(root) if root is not None else course_cache_dir()

@@ -2,8 +2,10 @@
 
 Section 5.1: "Sentences were encoded using byte-pair encoding, which has a shared
 source-target vocabulary". The training loop (:mod:`transformer_book.train.loop`) encodes
-the corpus once with :func:`prepare_data` and cuts it into teacher-forcing batches with
-:func:`make_batch`.
+the corpus once with :func:`prepare_data` (which also checks every id once, so that no step
+has to), groups each epoch's token-budget batches into optimizer steps with
+:func:`epoch_steps` and cuts them into teacher-forcing batches with :func:`make_batch` and
+:func:`make_step_batch`.
 """
 
 from __future__ import annotations
@@ -16,18 +18,15 @@ from typing import Any
 
 import torch
 
-from transformer_book.data.batching import collate_pairs
-from transformer_book.data.tokenizer import (
-    BOS_ID,
-    EOS_ID,
-    PAD_ID,
-    BPETokenizer,
-    atomic_write_text,
-)
+from transformer_book.data.batching import TokenBudgetSampler, collate_pairs
+from transformer_book.data.multi30k import load_multi30k
+from transformer_book.data.tokenizer import BOS_ID, EOS_ID, PAD_ID, BPETokenizer
 from transformer_book.run.config import RunConfig
+from transformer_book.util.files import atomic_write_text
 from transformer_book.util.validation import require
 
-__all__ = ["PreparedData", "make_batch", "prepare_data"]
+__all__ = ["PreparedData", "StepBatch", "check_ids", "epoch_steps", "make_batch",
+           "make_step_batch", "prepare_data"]
 
 TOKENIZER_FILE = "tokenizer.json"
 TOKENIZER_INFO = "tokenizer-info.json"
@@ -67,8 +66,6 @@ def prepare_data(run_config: RunConfig, out_dir: str | Path, *, is_main: bool = 
     Pairs longer than ``[data] max_len`` (or the model's positions) are dropped. With
     ``val_sentences`` only the first that many validation pairs are used.
     """
-    from transformer_book.data.multi30k import load_multi30k
-
     d = run_config.data
     out_dir = Path(out_dir)
     train_pairs = load_multi30k("train", d.src, d.tgt, d.data_dir)
@@ -98,6 +95,9 @@ def prepare_data(run_config: RunConfig, out_dir: str | Path, *, is_main: bool = 
                           [pairs[i][1] for i in keep])
     require(len(encoded["train"][0]) > 0, "[data]", "training pairs within max_len",
             f"none of {len(train_pairs)} pairs is at most {limit} BPE tokens long")
+    for split, (src, tgt, _) in encoded.items():
+        check_ids(src, tokenizer.vocab_size, f"{split} sources")
+        check_ids(tgt, tokenizer.vocab_size, f"{split} targets")
     stats = {"train_pairs": len(train_pairs), "train_kept": len(encoded["train"][0]),
              "val_pairs": len(val_pairs), "val_kept": len(encoded["val"][0]),
              "vocab_size": tokenizer.vocab_size, "max_len": limit,
@@ -115,3 +115,48 @@ def make_batch(src: list[list[int]], tgt: list[list[int]], indices: list[int],
                                      bos_id=BOS_ID, eos_id=EOS_ID)  # (B, S), (B, T + 1)
     tgt_ids = tgt_ids.to(device, non_blocking=True)
     return src_ids.to(device, non_blocking=True), tgt_ids[:, :-1], tgt_ids[:, 1:]
+
+
+def check_ids(sequences: list[list[int]], vocab_size: int, argument: str) -> None:
+    """Every id of ``sequences`` lies in ``[0, vocab_size)`` and none is the padding id.
+
+    The corpus is checked once, here on the host, when it is prepared: the training step
+    and the validation loss then read no values back from the device to check them.
+    """
+    low = min((min(s) for s in sequences if s), default=0)
+    high = max((max(s) for s in sequences if s), default=0)
+    require(low >= 0 and high < vocab_size, argument, f"ids in [0, {vocab_size})",
+            f"ids from {low} to {high}")
+    require(not any(PAD_ID in s for s in sequences), argument,
+            f"no padding id ({PAD_ID}) inside a sentence", "one")
+
+
+@dataclass(frozen=True)
+class StepBatch:
+    """One optimizer step's data on this process: ``micro`` holds one
+    ``(src (B, S), tgt_in (B, T), tgt_out (B, T))`` per micro-batch (gradient
+    accumulation), and the real (non-padding) token counts of all of them, counted from the
+    id lists: ``target_tokens`` (y + <eos>) and ``source_tokens``."""
+
+    micro: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]]
+    target_tokens: int
+    source_tokens: int
+
+
+def make_step_batch(src: list[list[int]], tgt: list[list[int]], chunk: list[list[int]],
+                    device: torch.device) -> StepBatch:
+    """The :class:`StepBatch` of ``chunk``, a list of micro-batches of pair indices."""
+    micro = [make_batch(src, tgt, indices, device) for indices in chunk]
+    # Counted on the host from the id lists: no device synchronisation.
+    target_tokens = sum(len(tgt[i]) + 1 for indices in chunk for i in indices)
+    source_tokens = sum(len(src[i]) for indices in chunk for i in indices)
+    return StepBatch(micro, target_tokens, source_tokens)
+
+
+def epoch_steps(sampler: TokenBudgetSampler, epoch: int, accumulation: int = 1
+                ) -> list[list[list[int]]]:
+    """This process's batches of ``epoch`` (Section 5.1's token budgets), grouped
+    ``accumulation`` at a time: one list of micro-batches per optimizer step."""
+    sampler.set_epoch(epoch)
+    batches = list(sampler)
+    return [batches[i:i + accumulation] for i in range(0, len(batches), accumulation)]

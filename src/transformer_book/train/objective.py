@@ -11,14 +11,22 @@ lrate = d_model^-0.5 · min(step_num^-0.5, step_num · warmup_steps^-1.5)" (eq. 
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from transformer_book.util.validation import fail, require, require_positive_int, require_tensor
+from transformer_book.util.validation import (
+    fail,
+    require,
+    require_bool,
+    require_number,
+    require_one_of,
+    require_positive_int,
+    require_positive_number,
+    require_tensor,
+)
 
 REDUCTIONS = ("mean", "sum", "none")
 
@@ -35,18 +43,14 @@ def _flatten(logits: torch.Tensor, targets: torch.Tensor) -> tuple[torch.Tensor,
     return logits.reshape(-1, vocab), targets.reshape(-1).long()
 
 
-def _check_smoothing(smoothing: float) -> float:
-    ok = isinstance(smoothing, (int, float)) and not isinstance(smoothing, bool)
-    require(ok and 0.0 <= smoothing <= 1.0, "smoothing", "a number in [0, 1]", repr(smoothing))
-    return float(smoothing)
-
-
 def label_smoothed_cross_entropy(
     logits: torch.Tensor,
     targets: torch.Tensor,
     smoothing: float = 0.1,
     ignore_index: int = 0,
     reduction: str = "mean",
+    *,
+    check: bool = True,
 ) -> torch.Tensor:
     """Cross-entropy against a smoothed target distribution, padding ignored (Section 5.4).
 
@@ -66,26 +70,21 @@ def label_smoothed_cross_entropy(
         reduction: "mean" (over non-pad tokens), "sum" (divide by
             :func:`count_tokens` yourself, e.g. across accumulation steps or DDP ranks),
             or "none" (per-token losses with the targets' shape, 0 at padding).
+        check: check the target values (ids in ``[0, V)`` outside padding; for "mean", at
+            least one token to average over). This reads them back from the device (one
+            synchronisation), so the training step, whose corpus was checked once when it
+            was prepared, passes ``False``; shapes and dtypes are always checked.
 
     Returns:
         A scalar for "mean"/"sum"; a tensor shaped like ``targets`` for "none".
         The loss is computed in at least float32 even for half-precision logits.
     """
     flat_logits, flat_targets = _flatten(logits, targets)
-    smoothing = _check_smoothing(smoothing)
-    require(reduction in REDUCTIONS, "reduction", f"one of {REDUCTIONS}", repr(reduction))
-    vocab = flat_logits.shape[-1]
+    smoothing = require_number(smoothing, "smoothing", minimum=0.0, maximum=1.0)
+    require_one_of(reduction, "reduction", REDUCTIONS)
     keep = flat_targets != ignore_index  # (N,)
-    out_of_range = keep & ((flat_targets < 0) | (flat_targets >= vocab))  # (N,)
-    # One host-device sync for both checks.
-    any_bad, any_kept = torch.stack([out_of_range.any(), keep.any()]).tolist()
-    if any_bad:
-        kept = flat_targets[keep]
-        raise fail("targets", f"ids in [0, {vocab}) outside padding",
-                   f"ids from {int(kept.min())} to {int(kept.max())}")
-    if reduction == "mean" and not any_kept:
-        raise fail("targets", f"at least one token other than ignore_index={ignore_index}",
-                   "only padding")
+    if require_bool(check, "check"):
+        _check_targets(flat_targets, keep, flat_logits.shape[-1], ignore_index, reduction)
 
     compute_dtype = torch.promote_types(flat_logits.dtype, torch.float32)
     log_probs = F.log_softmax(flat_logits.to(compute_dtype), dim=-1)  # (N, V)
@@ -100,6 +99,21 @@ def label_smoothed_cross_entropy(
     if reduction == "sum":
         return total
     return total / keep.sum()
+
+
+def _check_targets(flat_targets: torch.Tensor, keep: torch.Tensor, vocab: int,
+                   ignore_index: int, reduction: str) -> None:
+    """Refuse ids outside ``[0, vocab)`` (padding aside) and, for "mean", only padding."""
+    out_of_range = keep & ((flat_targets < 0) | (flat_targets >= vocab))  # (N,)
+    # One host-device sync for both checks.
+    any_bad, any_kept = torch.stack([out_of_range.any(), keep.any()]).tolist()
+    if any_bad:
+        kept = flat_targets[keep]
+        raise fail("targets", f"ids in [0, {vocab}) outside padding",
+                   f"ids from {int(kept.min())} to {int(kept.max())}")
+    if reduction == "mean" and not any_kept:
+        raise fail("targets", f"at least one token other than ignore_index={ignore_index}",
+                   "only padding")
 
 
 def count_tokens(targets: torch.Tensor, ignore_index: int = 0) -> torch.Tensor:
@@ -137,7 +151,7 @@ def smoothed_target_distribution(
     """
     require_tensor(targets, "targets", ndim=(1, 2), dtype=(torch.int64, torch.int32))
     require_positive_int(vocab_size, "vocab_size")
-    smoothing = _check_smoothing(smoothing)
+    smoothing = require_number(smoothing, "smoothing", minimum=0.0, maximum=1.0)
     flat = targets.reshape(-1).long()  # (B, T) -> (N,)
     keep = flat != pad_id
     kept = flat[keep]
@@ -163,9 +177,7 @@ def noam_lr(step: int, d_model: int, warmup_steps: int, factor: float = 1.0) -> 
     require_positive_int(step, "step", minimum=0)
     require_positive_int(d_model, "d_model")
     require_positive_int(warmup_steps, "warmup_steps")
-    ok = isinstance(factor, (int, float)) and not isinstance(factor, bool)
-    require(ok and math.isfinite(factor) and factor > 0, "factor", "a positive number",
-            repr(factor))
+    require_positive_number(factor, "factor")
     step = max(step, 1)
     return factor * d_model**-0.5 * min(step**-0.5, step * warmup_steps**-1.5)
 

@@ -2,13 +2,16 @@
 (Section 6.2 of the paper reports both on the development set, newstest2013; ours is
 Multi30k's val split).
 
-The loop (:mod:`transformer_book.train.loop`) calls :func:`validate` every ``eval_every``
-steps, at each epoch's end and at the end of training.
+:func:`validation_loss` is the package's one validation loss: the loop
+(:mod:`transformer_book.train.loop`) calls it through :func:`validate` every ``eval_every``
+steps, at each epoch's end and at the end of training, and the ablations
+(:mod:`transformer_book.analysis.ablation`) call it and :func:`greedy_bleu` directly.
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -16,19 +19,82 @@ from torch import nn
 
 from transformer_book.data.batching import TokenBudgetSampler
 from transformer_book.data.tokenizer import PAD_ID
+from transformer_book.inference.scoring import BleuResult, corpus_bleu
 from transformer_book.inference.translate import translate_ids
 from transformer_book.nn.config import TransformerConfig
 from transformer_book.run.config import RunConfig
 from transformer_book.train.corpus import PreparedData, make_batch
 from transformer_book.train.objective import label_smoothed_cross_entropy
 from transformer_book.train.runtime import autocast
+from transformer_book.util.validation import require_positive_int
 
-__all__ = ["EVAL_MIN_TOKENS", "validate"]
+__all__ = ["EVAL_MIN_TOKENS", "ValidationLoss", "greedy_bleu", "validate", "validation_loss"]
 
 EVAL_MIN_TOKENS = 4096  # smallest token budget of an evaluation batch
 
 
+@dataclass(frozen=True)
+class ValidationLoss:
+    """Losses per target token over a set of pairs: ``loss`` label-smoothed (as trained),
+    ``nll`` without smoothing (comparable across ε_ls), over ``tokens`` target tokens."""
+
+    loss: float
+    nll: float
+    tokens: int
+
+    @property
+    def perplexity(self) -> float:
+        """exp(nll), the paper's "perplexity per wordpiece" (capped at e^50)."""
+        return math.exp(min(self.nll, 50.0))
+
+
 @torch.no_grad()
+def validation_loss(model: nn.Module, src: list[list[int]], tgt: list[list[int]], *,
+                    label_smoothing: float, max_tokens: int, device: torch.device,
+                    precision: str = "fp32") -> ValidationLoss:
+    """The label-smoothed loss (Section 5.4) and the plain NLL per target token of
+    ``model`` on the pairs ``(src[i], tgt[i])``, teacher-forced.
+
+    The pairs go in length-sorted batches of at most ``max_tokens`` tokens per side, under
+    autocast for ``precision``; each batch's summed losses (0-d tensors) stay on the
+    device until one read at the end, and are added up in float64 in the batches' order.
+    The model's mode is restored afterwards.
+    """
+    require_positive_int(max_tokens, "max_tokens")
+    was_training = model.training
+    model.eval()
+    sampler = TokenBudgetSampler([len(s) for s in src], max_tokens,
+                                 [len(t) + 1 for t in tgt], shuffle=False)
+    sums, tokens = [], 0
+    for indices in sampler:
+        src_ids, tgt_in, tgt_out = make_batch(src, tgt, indices, device)
+        with autocast(precision, device):
+            logits = model(src_ids, tgt_in)  # (B, S), (B, T) -> (B, T, V)
+        logits = logits.float()
+        for eps in (label_smoothing, 0.0):
+            sums.append(label_smoothed_cross_entropy(logits, tgt_out, eps, PAD_ID,
+                                                     reduction="sum", check=False))
+        tokens += sum(len(tgt[i]) + 1 for i in indices)  # y + <eos>, from the id lists
+    model.train(was_training)
+    values = torch.stack(sums).tolist() if sums else []  # the one synchronisation
+    smoothed, nll = sum(values[0::2]), sum(values[1::2])
+    return ValidationLoss(smoothed / tokens, nll / tokens, tokens)
+
+
+@torch.no_grad()
+def greedy_bleu(model: nn.Module, data: PreparedData, sentences: int, *, max_tokens: int,
+                device: torch.device, precision: str = "fp32", max_len_a: float = 1.0,
+                max_len_b: int = 50) -> BleuResult:
+    """sacreBLEU of greedy translations of the first ``sentences`` val sources against their
+    references (Section 6.1 decodes with beam search; greedy is the cheap check during
+    training). Outputs are at most ``max_len_a · source length + max_len_b`` tokens."""
+    with autocast(precision, device):
+        hyps = translate_ids(model, data.val_src[:sentences], beam_size=1, max_len_a=max_len_a,
+                             max_len_b=max_len_b, max_tokens=max_tokens, device=device)
+    return corpus_bleu(data.tokenizer.decode_batch(hyps) if hyps else [],
+                       data.val_references[:sentences])
+
+
 def validate(model: nn.Module, data: PreparedData, run_config: RunConfig,
              config: TransformerConfig, device: torch.device, precision: str,
              bleu_sentences: int) -> dict[str, Any]:
@@ -39,40 +105,20 @@ def validate(model: nn.Module, data: PreparedData, run_config: RunConfig,
     ``bleu``, ``bleu_signature``, ``bleu_lowercase_intl``, its signature,
     ``bleu_sentences`` and ``bleu_decoding``. The model's mode is restored afterwards.
     """
-    from transformer_book.inference.scoring import (
-        corpus_bleu,  # imports train.checkpoint: not at top
-    )
-
-    was_training = model.training
-    model.eval()
     # No gradients to keep: evaluation batches may be larger than training ones.
     budget = max(2 * run_config.data.max_tokens, EVAL_MIN_TOKENS)
-    sampler = TokenBudgetSampler([len(s) for s in data.val_src], budget,
-                                 [len(t) + 1 for t in data.val_tgt], shuffle=False)
-    smoothed = nll = tokens = 0.0
-    for indices in sampler:
-        src, tgt_in, tgt_out = make_batch(data.val_src, data.val_tgt, indices, device)
-        with autocast(precision, device):
-            logits = model(src, tgt_in)  # (B, T, V)
-        logits = logits.float()
-        smoothed += float(label_smoothed_cross_entropy(
-            logits, tgt_out, config.label_smoothing, PAD_ID, reduction="sum"))
-        nll += float(label_smoothed_cross_entropy(logits, tgt_out, 0.0, PAD_ID, reduction="sum"))
-        tokens += float((tgt_out != PAD_ID).sum())
-    result: dict[str, Any] = {"val_loss": smoothed / tokens, "val_nll": nll / tokens,
-                              "val_ppl": math.exp(min(nll / tokens, 50.0))}
+    losses = validation_loss(model, data.val_src, data.val_tgt,
+                             label_smoothing=config.label_smoothing, max_tokens=budget,
+                             device=device, precision=precision)
+    result: dict[str, Any] = {"val_loss": losses.loss, "val_nll": losses.nll,
+                              "val_ppl": losses.perplexity}
     n = min(bleu_sentences, len(data.val_src))
     if n > 0:
         dec = run_config.decode
-        with autocast(precision, device):
-            hyps = translate_ids(model, data.val_src[:n], beam_size=1, max_len_a=dec.max_len_a,
-                                 max_len_b=dec.max_len_b, max_tokens=budget,
-                                 device=device)
-        bleu = corpus_bleu(data.tokenizer.decode_batch(hyps) if hyps else [],
-                           data.val_references[:n])
+        bleu = greedy_bleu(model, data, n, max_tokens=budget, device=device, precision=precision,
+                           max_len_a=dec.max_len_a, max_len_b=dec.max_len_b)
         result.update(bleu=bleu.score, bleu_signature=bleu.signature,
                       bleu_lowercase_intl=bleu.lowercase_intl_score,
                       bleu_lowercase_intl_signature=bleu.lowercase_intl_signature,
                       bleu_sentences=n, bleu_decoding="greedy")
-    model.train(was_training)
     return result
