@@ -215,7 +215,7 @@ def test_bad_inputs_raise_value_errors() -> None:
         glu(torch.randn(2, 3))
     with pytest.raises(ValueError, match="length: expected an integer >= 1, received 0"):
         receptive_field(conv, 0, channels=2)
-    with pytest.raises(ValueError, match=r"position: expected an integer in \[-4, 4\)"):
+    with pytest.raises(ValueError, match=r"position: expected an integer >= -4 and <= 3"):
         receptive_field(conv, 4, position=4, channels=2)
     with pytest.raises(ValueError, match="channels: expected an integer"):
         receptive_field(conv, 4)

@@ -15,12 +15,15 @@ from transformer_book.data.toy import (
     StoryQA,
     encode_stories,
     encode_story,
+    letters,
     make_story_qa,
     make_toy_task,
+    require_examples,
     story_vocabulary,
     story_words,
     toy_batches,
 )
+from transformer_book.util.validation import BookError
 
 
 @settings(max_examples=30, deadline=None)
@@ -125,9 +128,9 @@ def test_toy_bad_input(kwargs: dict[str, object], match: str) -> None:
 
 
 def test_story_bad_input() -> None:
-    with pytest.raises(ValueError, match="num_people: expected at most 10, received 11"):
+    with pytest.raises(BookError, match="num_people: expected an integer >= 1 and <= 10, recei"):
         make_story_qa(1, num_people=11)
-    with pytest.raises(ValueError, match="num_places: expected an integer >= 2, received 1"):
+    with pytest.raises(BookError, match="num_places: expected an integer >= 2 and <= 10, recei"):
         make_story_qa(1, num_places=1)
     with pytest.raises(ValueError, match="sentences_per_story: expected an integer >= 1"):
         make_story_qa(1, sentences_per_story=0)
@@ -141,3 +144,20 @@ def test_story_bad_input() -> None:
         toy_batches(make_toy_task("copy", 2), batch_size=0)
     with pytest.raises(ValueError, match="examples: expected at least one"):
         toy_batches([], batch_size=2)
+
+
+def test_letters_spell_toy_ids_and_name_the_specials() -> None:
+    assert letters([4, 5, 15]) == ["a", "b", "l"]
+    assert letters(range(4)) == list(SPECIAL_TOKENS)
+    assert letters([0, 6, 0], pad="·") == ["·", "c", "·"]
+    assert letters([]) == []
+
+
+def test_require_examples() -> None:
+    require_examples([([4, 5], [5, 4])], vocab_size=6)
+    with pytest.raises(BookError, match="examples: expected a non-empty list"):
+        require_examples([])
+    with pytest.raises(BookError, match="examples: expected non-empty src and tgt lists"):
+        require_examples([([4], [])])
+    with pytest.raises(BookError, match=r"examples: expected ids in \[0, 6\), received ids in \[4"):
+        require_examples([([4, 6], [6, 4])], vocab_size=6)

@@ -6,6 +6,9 @@ import pytest
 import torch
 
 from transformer_book.baselines.memory_network import MemoryNetwork, position_encoding_weights
+from transformer_book.data.toy import StoryTensors
+from transformer_book.toy.fit import train_memory_network
+from transformer_book.util.validation import BookError
 
 PEOPLE = list(range(1, 7))  # ids 1..6
 WENT = 7
@@ -92,20 +95,20 @@ def test_position_encoding_weights_follow_the_paper() -> None:
     assert (w[0, 3] == 0).all()
 
 
+def story_tensors(n: int, seed: int) -> StoryTensors:
+    story, question, answer = make_stories(n, seed=seed)
+    return StoryTensors(story, question, answer, support=torch.zeros_like(answer))
+
+
+@pytest.mark.slow
 @pytest.mark.parametrize("position_encoding", [True, False])
 def test_learns_the_story_task(position_encoding: bool) -> None:
     torch.manual_seed(0)
     net = MemoryNetwork(VOCAB, 32, num_hops=2, max_sentences=4,
                         position_encoding=position_encoding)
-    story, question, answer = make_stories(2000, seed=1)
-    optimizer = torch.optim.Adam(net.parameters(), lr=0.02)
-    for step in range(150):
-        batch = slice((step * 100) % 2000, (step * 100) % 2000 + 100)
-        logits, _ = net(story[batch], question[batch])
-        loss = torch.nn.functional.cross_entropy(logits, answer[batch])
-        optimizer.zero_grad()
-        loss.backward()
-        optimizer.step()
+    losses = train_memory_network(net, story_tensors(2000, seed=1), steps=150, batch_size=100,
+                                  lr=0.02)
+    assert len(losses) == 150 and not net.training
     test_story, test_question, test_answer = make_stories(500, seed=2)
     with torch.no_grad():
         logits, hops = net(test_story, test_question)
@@ -117,20 +120,26 @@ def test_learns_the_story_task(position_encoding: bool) -> None:
 
 
 def test_memory_network_rejects_bad_input() -> None:
-    with pytest.raises(ValueError, match=r"num_hops: expected an integer >= 1, received 0"):
+    with pytest.raises(BookError, match=r"num_hops: expected an integer >= 1, received 0"):
         MemoryNetwork(VOCAB, 8, num_hops=0)
     net = MemoryNetwork(VOCAB, 8, num_hops=1, max_sentences=3)
     story, question, _ = make_stories(2, sentences=3)
     with pytest.raises(
-        ValueError,
+        BookError,
         match=r"story: expected at most max_sentences=3 sentences, received 4",
     ):
         net(torch.cat([story, story[:, :1]], dim=1), question)
-    with pytest.raises(ValueError, match=r"question: expected batch size 2 \(as story\)"):
+    with pytest.raises(BookError, match=r"question: expected batch size 2 \(as story\)"):
         net(story, question[:1])
-    with pytest.raises(ValueError, match=r"story: expected a 3-D tensor"):
+    with pytest.raises(BookError, match=r"story: expected a 3-D tensor"):
         net(story[0], question)
-    with pytest.raises(ValueError, match=r"story: expected integer token ids"):
+    with pytest.raises(BookError, match=r"story: expected integer token ids"):
         net(story.float(), question)
-    with pytest.raises(ValueError, match=r"story/question: expected ids in \[0, 15\)"):
-        net(story, question + 20)
+    data = story_tensors(2, seed=0)
+    bad = StoryTensors(data.memory, data.question + 20, data.answer, data.support)
+    with pytest.raises(BookError, match=r"data: expected ids in \[0, 15\), received ids in"):
+        train_memory_network(net, bad, steps=1)
+    with pytest.raises(BookError, match="network: expected a MemoryNetwork"):
+        train_memory_network(torch.nn.Linear(2, 2), data, steps=1)
+    with pytest.raises(BookError, match="position_encoding: expected True or False"):
+        MemoryNetwork(VOCAB, 8, position_encoding=1)

@@ -1,4 +1,4 @@
-"""Additive attention against a naive loop, the GRU seq2seq's invariants, learning to reverse."""
+"""The GRU seq2seq: its additive attention against a naive loop, invariants, learning to reverse."""
 
 from __future__ import annotations
 
@@ -9,13 +9,9 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from transformer_book.baselines.seq2seq import (
-    AdditiveAttention,
-    Seq2SeqGRU,
-    sequence_accuracy,
-    token_accuracy,
-    train_seq2seq,
-)
+from transformer_book.baselines.seq2seq import Seq2SeqGRU, sequence_accuracy, token_accuracy
+from transformer_book.toy.fit import train_seq2seq
+from transformer_book.util.validation import BookError
 
 VOCAB = 14  # 4 special ids + a 10-token alphabet (ids 4..13)
 
@@ -30,50 +26,39 @@ def reversal_pairs(count: int, lengths: tuple[int, ...] = (5,), seed: int = 0
     return pairs
 
 
-def naive_additive(att: AdditiveAttention, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
-                   mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """score(q, k) = vᵀ tanh(W_q q + W_k k), one (b, j) pair at a time."""
-    batch, src_len = k.shape[:2]
-    weights = torch.zeros(batch, src_len, dtype=q.dtype)
+def naive_weights(model: Seq2SeqGRU, state: torch.Tensor, keys: torch.Tensor,
+                  mask: torch.Tensor) -> torch.Tensor:
+    """softmax_j of vᵀ tanh(W_q s + W_k h_j) over the real keys, one (b, j) pair at a time."""
+    att = model.attention
+    batch, src_len = keys.shape[:2]
+    weights = torch.zeros(batch, src_len, dtype=state.dtype)
     for b in range(batch):
-        scores = []
+        scores = {}
         for j in range(src_len):
-            hidden = torch.tanh(att.w_q.weight @ q[b] + att.w_k.weight @ k[b, j])
-            scores.append((att.v.weight[0] @ hidden).item() if mask[b, j] else None)
-        finite = torch.tensor([s for s in scores if s is not None], dtype=q.dtype)
-        exp = torch.exp(finite - finite.max())
-        probs = iter((exp / exp.sum()).tolist())
-        for j in range(src_len):
-            weights[b, j] = next(probs) if scores[j] is not None else 0.0
-    context = torch.stack([(weights[b, :, None] * v[b]).sum(0) for b in range(batch)])
-    return context, weights
+            if mask[b, j]:
+                hidden = torch.tanh(att.w_q.weight @ state[b] + att.w_k.weight @ keys[b, j])
+                scores[j] = (att.w_v.weight[0] @ hidden).item()
+        top = max(scores.values())
+        total = sum(torch.exp(torch.tensor(v - top, dtype=torch.float64)) for v in scores.values())
+        for j, v in scores.items():
+            weights[b, j] = torch.exp(torch.tensor(v - top, dtype=torch.float64)) / total
+    return weights
 
 
 @settings(max_examples=15, deadline=None)
 @given(batch=st.integers(1, 3), src_len=st.integers(1, 6), seed=st.integers(0, 2**16))
-def test_additive_attention_equals_naive_loop_float64(batch: int, src_len: int,
-                                                      seed: int) -> None:
+def test_attention_weights_equal_a_naive_loop_float64(batch: int, src_len: int,
+                                                       seed: int) -> None:
     torch.manual_seed(seed)
-    att = AdditiveAttention(3, 4, 5).double()
-    q = torch.randn(batch, 3, dtype=torch.float64)
-    k = torch.randn(batch, src_len, 4, dtype=torch.float64)
-    v = torch.randn(batch, src_len, 2, dtype=torch.float64)
-    mask = torch.rand(batch, src_len) < 0.7
-    mask[:, 0] = True
-    context, weights = att(q, k, v, mask=mask)
-    ref_context, ref_weights = naive_additive(att, q, k, v, mask)
-    torch.testing.assert_close(weights, ref_weights, rtol=1e-12, atol=1e-12)
-    torch.testing.assert_close(context, ref_context, rtol=1e-12, atol=1e-12)
-    torch.testing.assert_close(weights.sum(-1), torch.ones(batch, dtype=torch.float64))
-    assert torch.all(weights[~mask] == 0), "masked keys get exactly zero weight"
-    # several queries at once give the same rows as one query at a time
-    many_q = torch.randn(batch, 2, 3, dtype=torch.float64)
-    many_context, many_weights = att(many_q, k, v, mask=mask)
-    assert many_weights.shape == (batch, 2, src_len), "weights are (B, T, S)"
-    for t in range(2):
-        one_context, one_weights = att(many_q[:, t], k, v, mask=mask)
-        torch.testing.assert_close(many_weights[:, t], one_weights)
-        torch.testing.assert_close(many_context[:, t], one_context)
+    model = Seq2SeqGRU(VOCAB, 4, 6, attention=True).double()
+    src = torch.randint(4, VOCAB, (batch, src_len))
+    lengths = torch.randint(1, src_len + 1, (batch, 1))
+    src = src.masked_fill(torch.arange(src_len) >= lengths, 0)  # right padded, >= 1 real token
+    states, first_state, mask = model.encode(src)
+    _, weights = model(src, torch.ones(batch, 1, dtype=torch.long), need_weights=True)
+    expected = naive_weights(model, first_state, states, mask)
+    torch.testing.assert_close(weights[:, 0], expected, rtol=1e-12, atol=1e-12)
+    assert torch.all(weights[:, 0][~mask] == 0), "padded keys get exactly zero weight"
 
 
 @pytest.mark.parametrize("attention", [False, True])
@@ -128,6 +113,7 @@ def reversal_data() -> tuple[list, list]:
     return reversal_pairs(10_000, seed=0), reversal_pairs(300, seed=1)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("attention", "steps", "lr"), [(False, 350, 5e-3), (True, 120, 1e-2)])
 def test_learns_to_reverse(attention: bool, steps: int, lr: float,
                            reversal_data: tuple[list, list]) -> None:
@@ -143,35 +129,33 @@ def test_learns_to_reverse(attention: bool, steps: int, lr: float,
     assert all(0.0 <= a <= 1.0 for a in per_length.values()), "accuracies are fractions"
 
 
-def test_bad_inputs_raise_value_errors() -> None:
-    att = AdditiveAttention(3, 4, 5)
-    keys = torch.randn(2, 4, 4)
-    with pytest.raises(ValueError, match="hidden_dim: expected an integer >= 1, received 0"):
-        AdditiveAttention(3, 4, 0)
-    with pytest.raises(ValueError, match=r"query: expected shape \(2, \[T,\] 3\)"):
-        att(torch.randn(2, 5), keys)
-    with pytest.raises(ValueError, match=r"keys: expected shape \(2, S >= 1, 4\)"):
-        att(torch.randn(2, 3), torch.randn(2, 4, 6))
-    with pytest.raises(ValueError, match=r"mask: expected dtype torch\.bool"):
-        att(torch.randn(2, 3), keys, mask=torch.ones(2, 4))
-    with pytest.raises(ValueError, match="mask: expected at least one True"):
-        att(torch.randn(2, 3), keys, mask=torch.tensor([[True] * 4, [False] * 4]))
+def test_bad_inputs_raise_book_errors() -> None:
     model = Seq2SeqGRU(VOCAB, 8, 16)
-    with pytest.raises(ValueError, match=r"src: expected ids in \[0, 14\), received ids in"):
-        model(torch.tensor([[5, 20]]), torch.tensor([[1]]))
-    with pytest.raises(ValueError, match="src: expected at least one non-pad token per row"):
-        model(torch.tensor([[0, 0]]), torch.tensor([[1]]))
-    with pytest.raises(ValueError, match="tgt_in: expected a sequence of length >= 1"):
+    with pytest.raises(BookError, match=r"src: expected ids in \[0, 14\), received ids in"):
+        model.greedy_decode(torch.tensor([[5, 20]]), max_len=2)
+    with pytest.raises(BookError, match="src: expected at least one non-pad token per row"):
+        model.greedy_decode(torch.tensor([[5, 6], [0, 0]]), max_len=2)
+    with pytest.raises(BookError, match=r"src: expected dtype torch\.int64 or torch\.int32"):
+        model(torch.ones(1, 2), torch.tensor([[1]]))
+    with pytest.raises(BookError, match="tgt_in: expected a sequence of length >= 1"):
         model(torch.tensor([[5]]), torch.zeros(1, 0, dtype=torch.long))
-    with pytest.raises(ValueError, match="tgt_in: expected batch size 1, received 2"):
+    with pytest.raises(BookError, match="tgt_in: expected batch size 1, received 2"):
         model(torch.tensor([[5]]), torch.tensor([[1], [1]]))
-    with pytest.raises(ValueError, match=r"pad_id: expected an id in \[0, 14\)"):
+    with pytest.raises(BookError, match=r"pad_id: expected an integer >= 0 and <= 13"):
         Seq2SeqGRU(VOCAB, 8, 16, pad_id=14)
-    with pytest.raises(ValueError, match="examples: expected a non-empty list"):
+    with pytest.raises(BookError, match="attention: expected True or False, received 1"):
+        Seq2SeqGRU(VOCAB, 8, 16, attention=1)
+    with pytest.raises(BookError, match="examples: expected a non-empty list"):
         train_seq2seq(model, [], steps=1, batch_size=2)
-    with pytest.raises(ValueError, match="steps: expected an integer >= 1, received 0"):
+    with pytest.raises(BookError, match=r"examples: expected ids in \[0, 14\), received ids"):
+        train_seq2seq(model, [([5, 14], [14, 5])], steps=1, batch_size=2)
+    with pytest.raises(BookError, match="steps: expected an integer >= 1, received 0"):
         train_seq2seq(model, reversal_pairs(2), steps=0, batch_size=2)
-    with pytest.raises(ValueError, match=r"lr: expected a positive number, received -0\.1"):
+    with pytest.raises(BookError, match=r"lr: expected a finite number > 0, received -0\.1"):
         train_seq2seq(model, reversal_pairs(2), steps=1, batch_size=2, lr=-0.1)
-    with pytest.raises(ValueError, match="max_len: expected an integer >= 1, received 0"):
+    with pytest.raises(BookError, match="model: expected a Seq2SeqGRU"):
+        train_seq2seq(torch.nn.Linear(2, 2), reversal_pairs(2), steps=1, batch_size=2)
+    with pytest.raises(BookError, match="max_len: expected an integer >= 1, received 0"):
         model.greedy_decode(torch.tensor([[5]]), max_len=0)
+    with pytest.raises(BookError, match=r"examples: expected ids in \[0, 14\)"):
+        token_accuracy(model, [([5, 30], [30, 5])])

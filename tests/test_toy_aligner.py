@@ -1,4 +1,5 @@
-"""The chapter-07 aligner: shapes, masks, invariances, alignments and a short training run."""
+"""The chapter-07 aligner: the real layers, shapes, masks, invariances, alignments and a short
+training run."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import pytest
 import torch
 
 from transformer_book.data.toy import make_toy_task
+from transformer_book.nn.layers import DecoderLayer, EncoderLayer
 from transformer_book.nn.positional import LearnedPositionalEmbedding, SinusoidalPositionalEncoding
 from transformer_book.toy.aligner import (
     Aligner,
@@ -18,6 +20,7 @@ from transformer_book.toy.aligner import (
     sequence_accuracy,
     train_aligner,
 )
+from transformer_book.util.validation import BookError
 
 
 def small_model(**overrides) -> Aligner:
@@ -39,6 +42,24 @@ def test_shapes_and_cross_weights():
         assert torch.all(w[1, :, :, 2:] == 0), "padding of the memory gets no weight"
     assert torch.allclose(model(src, tgt), logits, atol=1e-6), "forward = decode(encode)"
     assert model.decode(tgt, memory, src)[1] == []
+
+
+def test_built_from_the_transformers_layers():
+    model = small_model(encoder_layers=2, decoder_layers=2)
+    assert all(isinstance(layer, EncoderLayer) for layer in model.encoder)
+    assert all(isinstance(layer, DecoderLayer) for layer in model.decoder)
+    assert all(layer.cross_attn.num_heads == 1 for layer in model.decoder)
+    assert all(layer.self_attn.num_heads == 2 for layer in model.decoder)
+
+
+def test_cross_heads_split_the_same_initial_weights():
+    one, two = small_model(cross_heads=1), small_model(cross_heads=2)
+    for (name, a), (_, b) in zip(one.state_dict().items(), two.state_dict().items(), strict=True):
+        assert torch.equal(a, b), f"{name}: a seed gives the same weights for any cross_heads"
+    src, tgt = torch.tensor([[5, 6, 7]]), torch.tensor([[1, 7, 6]])
+    weights = [m.decode(tgt, m.encode(src), src, need_weights=True)[1][0] for m in (one, two)]
+    assert weights[0].shape == (1, 1, 3, 3) and weights[1].shape == (1, 2, 3, 3)
+    assert not torch.allclose(one(src, tgt), two(src, tgt)), "the heads split them differently"
 
 
 def test_padding_does_not_change_real_positions():
@@ -96,6 +117,7 @@ def test_greedy_decode_shapes():
     assert model.training is False
 
 
+@pytest.mark.slow
 def test_short_training_learns_something():
     torch.manual_seed(0)
     model = Aligner(AlignerConfig(d_model=16, d_ff=32, num_heads=2, encoder_layers=1))
@@ -115,26 +137,32 @@ def test_short_training_learns_something():
     ],
 )
 def test_bad_config(kwargs, match):
-    with pytest.raises(ValueError, match=match):
+    with pytest.raises(BookError, match=match):
         AlignerConfig(**kwargs)
 
 
 def test_bad_inputs():
     model = small_model(max_len=4)
-    with pytest.raises(ValueError, match="src: expected at most max_len=4"):
+    with pytest.raises(BookError, match="src: expected at most max_len=4"):
         model.encode(torch.ones(1, 5, dtype=torch.long))
-    with pytest.raises(ValueError, match="src: expected an integer tensor"):
+    with pytest.raises(BookError, match="src: expected an integer tensor"):
         model.encode(torch.ones(1, 3))
-    with pytest.raises(ValueError, match="config: expected an AlignerConfig"):
+    with pytest.raises(BookError, match="config: expected an AlignerConfig"):
         Aligner({"d_model": 8})
-    with pytest.raises(ValueError, match="memory: expected shape"):
+    with pytest.raises(BookError, match="memory: expected shape"):
         model.decode(torch.ones(1, 2, dtype=torch.long), torch.zeros(1, 3, 16),
                      torch.ones(1, 2, dtype=torch.long))
-    with pytest.raises(ValueError, match="kind: expected one of"):
+    with pytest.raises(BookError, match="kind: expected one of"):
         make_positions("relative", 8, 4)
-    with pytest.raises(ValueError, match="task: expected 'copy', 'reverse' or 'sort'"):
+    with pytest.raises(BookError, match="task: expected 'copy', 'reverse' or 'sort'"):
         expected_alignment("shift", [1, 2])
-    with pytest.raises(ValueError, match="expected: expected 2 lists"):
+    with pytest.raises(BookError, match="expected: expected 2 lists"):
         alignment_accuracy(torch.rand(2, 3), [[0]])
-    with pytest.raises(ValueError, match="examples: expected a non-empty list"):
+    with pytest.raises(BookError, match="examples: expected a non-empty list"):
         train_aligner(model, [], steps=1)
+    with pytest.raises(BookError, match=r"examples: expected ids in \[0, 16\), received ids"):
+        train_aligner(model, [([5, 16], [16, 5])], steps=1)
+    with pytest.raises(BookError, match="model: expected an Aligner"):
+        train_aligner(torch.nn.Linear(2, 2), [([5], [5])], steps=1)
+    with pytest.raises(BookError, match="lr: expected a finite number > 0"):
+        train_aligner(model, [([5], [5])], steps=1, lr=float("nan"))

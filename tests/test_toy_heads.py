@@ -13,6 +13,7 @@ from transformer_book.toy.heads import (
     neighbour_task,
     train_neighbour_model,
 )
+from transformer_book.util.validation import BookError
 
 
 def test_targets_are_the_neighbours_with_edges_ignored():
@@ -43,6 +44,7 @@ def test_model_shapes_and_weights():
     assert accuracy.shape == (2,) and ((accuracy >= 0) & (accuracy <= 1)).all()
 
 
+@pytest.mark.slow
 def test_two_heads_learn_both_neighbours_and_specialise():
     torch.manual_seed(0)
     model = NeighbourModel(vocab_size=8, d_model=16, num_heads=2)
@@ -74,8 +76,9 @@ def test_attention_by_offset_reads_diagonals():
         (lambda: neighbour_task(2, 5, 1), "vocab_size: expected an integer >= 2"),
         (lambda: NeighbourModel(8, 10, 3), "num_heads: expected a divisor of d_model=10"),
         (lambda: NeighbourModel(8, 8, 2)(torch.zeros(2, 3)), "tokens: expected an integer"),
-        (lambda: NeighbourModel(8, 8, 2)(torch.full((2, 3), 8)),
-         r"tokens: expected ids in \[0, 8\)"),
+        (lambda: neighbour_accuracy(NeighbourModel(8, 8, 2), torch.full((2, 3), 8),
+                                    torch.zeros(2, 3, 2, dtype=torch.long)),
+         r"tokens: expected ids in \[0, 8\), received ids from 8 to 8"),
         (lambda: NeighbourModel(8, 8, 2)(torch.zeros(3, dtype=torch.long)),
          "tokens: expected a 2-D"),
         (lambda: train_neighbour_model(torch.nn.Linear(2, 2), steps=1),
@@ -83,7 +86,7 @@ def test_attention_by_offset_reads_diagonals():
         (lambda: train_neighbour_model(NeighbourModel(8, 8, 2), steps=0),
          "steps: expected an integer"),
         (lambda: train_neighbour_model(NeighbourModel(8, 8, 2), steps=1, lr=0),
-         "lr: expected a positive"),
+         "lr: expected a finite number > 0"),
         (lambda: train_neighbour_model(NeighbourModel(8, 8, 2), steps=1, seed=-1),
          "seed: expected an integer >= 0"),
         (lambda: neighbour_accuracy(NeighbourModel(8, 8, 2), torch.zeros(2, 3, dtype=torch.long),
@@ -92,11 +95,11 @@ def test_attention_by_offset_reads_diagonals():
         (lambda: attention_by_offset(torch.zeros(1, 1, 3, 4), (0,)),
          r"weights: expected shape \(B, h, L, L\)"),
         (lambda: attention_by_offset(torch.zeros(1, 1, 3, 3), (3,)),
-         "offsets: expected a non-empty list"),
+         "offsets: expected an integer >= -2 and <= 2, received 3"),
         (lambda: attention_by_offset(torch.zeros(1, 1, 3, 3), ()),
          "offsets: expected a non-empty list"),
     ],
 )
 def test_bad_input_names_the_argument(call, message):
-    with pytest.raises(ValueError, match=message):
+    with pytest.raises(BookError, match=message):
         call()

@@ -14,6 +14,7 @@ from transformer_book.toy.positions import (
     make_shift_task,
     train_probe,
 )
+from transformer_book.util.validation import BookError
 
 
 def test_shift_task_labels_and_determinism():
@@ -50,6 +51,7 @@ def test_without_positions_the_probe_is_permutation_equivariant():
                               small_probe(positions="sinusoidal")(ids[:, perm]), atol=1e-3)
 
 
+@pytest.mark.slow
 def test_learned_table_size_and_untrained_rows():
     model = small_probe(positions="learned")
     assert isinstance(model.positions, LearnedPositionalEmbedding)
@@ -62,6 +64,7 @@ def test_learned_table_size_and_untrained_rows():
     assert small_probe(positions="sinusoidal")(torch.full((1, 40), 5)).shape == (1, 40, 16)
 
 
+@pytest.mark.slow
 def test_training_learns_the_shift_and_accuracy_is_per_length():
     torch.manual_seed(0)
     model = PositionProbe(ProbeConfig(vocab_size=8, d_model=16, num_heads=1, d_ff=32,
@@ -85,8 +88,12 @@ def test_training_learns_the_shift_and_accuracy_is_per_length():
         (lambda: small_probe()(torch.ones(1, 3)), "ids: expected an integer tensor"),
         (lambda: train_probe(small_probe(), [], steps=1), "examples: expected a non-empty list"),
         (lambda: accuracy_by_length(small_probe(), []), "lengths: expected a non-empty list"),
+        (lambda: train_probe(small_probe(), [([4, 5, 6], [0, 0, 16])], steps=1),
+         r"examples: expected ids in \[0, 16\), received ids in \[0, 16\]"),
+        (lambda: train_probe(torch.nn.Linear(2, 2), [([4], [0])], steps=1),
+         "model: expected a PositionProbe"),
     ],
 )
 def test_bad_inputs(call, match):
-    with pytest.raises(ValueError, match=match):
+    with pytest.raises(BookError, match=match):
         call()

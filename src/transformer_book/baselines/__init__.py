@@ -1,6 +1,8 @@
 """The models that came before the Transformer (Part I and the start of Part II):
 recurrent networks, a GRU encoder-decoder with additive attention, convolutional sequence
 models, Nadaraya-Watson attention pooling and end-to-end memory networks.
+
+They are trained on the toy tasks by :mod:`transformer_book.toy.fit`, one floor up.
 """
 
 from transformer_book.baselines.conv import (
@@ -30,16 +32,13 @@ from transformer_book.baselines.rnn import (
     rnn_unroll,
 )
 from transformer_book.baselines.seq2seq import (
-    AdditiveAttention,
     Seq2SeqGRU,
     sequence_accuracy,
     token_accuracy,
-    train_seq2seq,
 )
 
 __all__ = [
     "RNN",
-    "AdditiveAttention",
     "CausalConv1d",
     "ConvS2SBlock",
     "ConvS2SStack",
@@ -60,5 +59,4 @@ __all__ = [
     "rnn_unroll",
     "sequence_accuracy",
     "token_accuracy",
-    "train_seq2seq",
 ]

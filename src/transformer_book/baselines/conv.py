@@ -22,7 +22,14 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from transformer_book.util.validation import fail, require, require_positive_int, require_tensor
+from transformer_book.util.validation import (
+    fail,
+    require,
+    require_bool,
+    require_int,
+    require_positive_int,
+    require_tensor,
+)
 
 __all__ = [
     "CausalConv1d",
@@ -61,7 +68,7 @@ class SequenceConv1d(nn.Module):
         self.channels_out = require_positive_int(channels_out, "channels_out")
         self.kernel_size = require_positive_int(kernel_size, "kernel_size")
         self.dilation = require_positive_int(dilation, "dilation")
-        self.causal = bool(causal)
+        self.causal = require_bool(causal, "causal")
         self.conv = nn.Conv1d(channels_in, channels_out, kernel_size, dilation=dilation)
         total = (kernel_size - 1) * dilation
         self.padding = (total, 0) if self.causal else (total // 2, total - total // 2)
@@ -220,8 +227,7 @@ def receptive_field(model: nn.Module | Callable[[torch.Tensor], torch.Tensor], l
                 None)
     channels = require_positive_int(channels, "channels")
     position = length - 1 if position is None else position
-    require(isinstance(position, int) and -length <= position < length, "position",
-            f"an integer in [{-length}, {length})", repr(position))
+    require_int(position, "position", minimum=-length, maximum=length - 1)
     parameters = list(model.parameters()) if isinstance(model, nn.Module) else []
     dtype = parameters[0].dtype if parameters else torch.get_default_dtype()
     device = parameters[0].device if parameters else torch.device("cpu")

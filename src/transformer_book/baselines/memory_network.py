@@ -6,8 +6,7 @@ controller state u: ``p_i = softmax(uᵀ m_i)``, ``o = Σ_i p_i c_i``, ``u ← u
 answer is ``â = softmax(W(o^K + u^K))``.
 
 Vaswani et al. (2017), Section 1: "End-to-end memory networks are based on a recurrent
-attention mechanism instead of sequence-aligned recurrence." Re-exported by
-:mod:`transformer_book.nn.attention`.
+attention mechanism instead of sequence-aligned recurrence."
 """
 
 from __future__ import annotations
@@ -15,11 +14,15 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from transformer_book.util.validation import require, require_positive_int, require_tensor
+from transformer_book.data.tokenizer import PAD_ID
+from transformer_book.util.validation import (
+    require,
+    require_bool,
+    require_positive_int,
+    require_tensor,
+)
 
 __all__ = ["MemoryNetwork", "position_encoding_weights"]
-
-PAD_ID = 0
 
 
 def position_encoding_weights(ids: torch.Tensor, embed_dim: int) -> torch.Tensor:
@@ -54,6 +57,8 @@ class MemoryNetwork(nn.Module):
 
     ``forward(story (B, S, W) ids, question (B, W_q) ids)`` returns ``logits (B, vocab_size)``
     and ``hop_attention (B, K, S)``. Pad id 0 is ignored; all-pad sentences get attention 0.
+    ``forward`` checks shapes and dtypes only; the ids are checked once by the training
+    function, :func:`transformer_book.toy.fit.train_memory_network`.
     """
 
     def __init__(
@@ -70,7 +75,8 @@ class MemoryNetwork(nn.Module):
         self.embed_dim = require_positive_int(embed_dim, "embed_dim")
         self.num_hops = require_positive_int(num_hops, "num_hops")
         self.max_sentences = require_positive_int(max_sentences, "max_sentences")
-        self.position_encoding = bool(position_encoding)
+        self.position_encoding = require_bool(position_encoding, "position_encoding")
+        require_bool(temporal_encoding, "temporal_encoding")
         self.embeddings = nn.ModuleList(
             nn.Embedding(vocab_size, embed_dim) for _ in range(num_hops + 1)
         )
@@ -114,9 +120,6 @@ class MemoryNetwork(nn.Module):
                 f"shape {tuple(question.shape)}")
         require(s <= self.max_sentences, "story",
                 f"at most max_sentences={self.max_sentences} sentences", f"{s} sentences")
-        require(int(story.max()) < self.vocab_size and int(question.max()) < self.vocab_size
-                and int(story.min()) >= 0 and int(question.min()) >= 0,
-                "story/question", f"ids in [0, {self.vocab_size})", "ids outside that range")
         present = (story != PAD_ID).any(-1)  # (B, S): sentences that hold words
         u = self._encode(question, self.embeddings[0])  # B = A^1: (B, W_q) -> (B, d)
         memories = [self._encode(story, table) for table in self.embeddings]  # K+1 × (B, S, d)

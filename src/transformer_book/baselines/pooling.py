@@ -5,7 +5,7 @@ The output for a query is a weighted average of the values, each weighted by how
 key is to the query under a Gaussian kernel. The weights are a softmax over the keys, as in
 Section 3.2's attention, only with a fixed similarity instead of a learned one.
 :func:`attention_pooling` has a fixed bandwidth; :class:`NadarayaWatson` learns the kernel
-width. Both are re-exported by :mod:`transformer_book.nn.attention`.
+width.
 """
 
 from __future__ import annotations
@@ -13,7 +13,12 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from transformer_book.util.validation import require, require_tensor
+from transformer_book.util.validation import (
+    require,
+    require_number,
+    require_positive_number,
+    require_tensor,
+)
 
 __all__ = ["NadarayaWatson", "attention_pooling"]
 
@@ -45,10 +50,7 @@ def attention_pooling(
     Shapes: ``queries (m,)``, ``keys (n,)``, ``values (n,)`` or ``(n, d)``;
     returns ``output (m,)`` or ``(m, d)`` and ``weights (m, n)`` whose rows sum to one.
     """
-    require(
-        isinstance(bandwidth, (int, float)) and not isinstance(bandwidth, bool) and bandwidth > 0,
-        "bandwidth", "a positive number", repr(bandwidth),
-    )
+    bandwidth = require_positive_number(bandwidth, "bandwidth")
     return _nadaraya_watson(queries, keys, values, 1.0 / bandwidth)
 
 
@@ -61,7 +63,7 @@ class NadarayaWatson(nn.Module):
 
     def __init__(self, init_w: float = 1.0) -> None:
         super().__init__()
-        self.w = nn.Parameter(torch.tensor(float(init_w)))
+        self.w = nn.Parameter(torch.tensor(require_number(init_w, "init_w")))
 
     def forward(
         self, queries: torch.Tensor, keys: torch.Tensor, values: torch.Tensor

@@ -4,107 +4,37 @@ Chapter 02 trains it without attention: the decoder starts from the encoder's fi
 and sees nothing else. Bahdanau et al. (2015), Section 1: "A potential issue with this
 encoder-decoder approach is that a neural network needs to be able to compress all the
 necessary information of a source sentence into a fixed-length vector." Chapter 04 turns
-attention on: every decoder step attends over all encoder states (Section 3.1).
+attention on: every decoder step attends over all encoder states (Section 3.1), scored by
+:class:`~transformer_book.nn.attention.AdditiveScore`.
 
 Token ids follow the course: ``<pad> <bos> <eos> <unk>`` = 0, 1, 2, 3. Examples are
 ``(src, tgt)`` pairs of ``list[int]`` without special tokens (as made by
-``transformer_book.data.toy.make_toy_task``); :func:`train_seq2seq` adds ``<bos>``/``<eos>``.
-Sequences are right padded.
+``transformer_book.data.toy.make_toy_task``); the training function,
+:func:`transformer_book.toy.fit.train_seq2seq`, adds ``<bos>``/``<eos>``. Sequences are
+right padded.
 """
 
 from __future__ import annotations
 
-import math
 from collections import defaultdict
 from collections.abc import Sequence
 
 import torch
 from torch import nn
-from torch.nn import functional as F
 
 from transformer_book.data.batching import pad_sequences
 from transformer_book.data.tokenizer import BOS_ID, EOS_ID, PAD_ID
 from transformer_book.data.toy import Example, require_examples
-from transformer_book.util.validation import require, require_positive_int, require_tensor
+from transformer_book.nn.attention import AdditiveScore, masked_softmax
+from transformer_book.util.validation import (
+    require,
+    require_bool,
+    require_int,
+    require_positive_int,
+    require_tensor,
+)
 
-__all__ = [
-    "AdditiveAttention",
-    "Seq2SeqGRU",
-    "sequence_accuracy",
-    "token_accuracy",
-    "train_seq2seq",
-]
-
-
-class AdditiveAttention(nn.Module):
-    """Additive attention: ``score(q, k) = vᵀ tanh(W_q q + W_k k)``, softmax over keys.
-
-    Bahdanau et al. (2015), Section 3.1: "e_ij = a(s_{i-1}, h_j) [...] We parametrize the
-    alignment model a as a feedforward neural network"; α_ij = softmax_j(e_ij) and the
-    context is c_i = Σ_j α_ij h_j (Appendix A.1.2: a(s, h) = vᵀ tanh(W s + U h)).
-
-    Args:
-        query_dim: features of a query (the decoder state).
-        key_dim: features of a key (an encoder state).
-        hidden_dim: size of the hidden layer of the alignment model.
-    """
-
-    def __init__(self, query_dim: int, key_dim: int, hidden_dim: int) -> None:
-        super().__init__()
-        self.query_dim = require_positive_int(query_dim, "query_dim")
-        self.key_dim = require_positive_int(key_dim, "key_dim")
-        require_positive_int(hidden_dim, "hidden_dim")
-        self.w_q = nn.Linear(query_dim, hidden_dim, bias=False)
-        self.w_k = nn.Linear(key_dim, hidden_dim, bias=False)
-        self.v = nn.Linear(hidden_dim, 1, bias=False)
-
-    def forward(
-        self,
-        query: torch.Tensor,
-        keys: torch.Tensor,
-        values: torch.Tensor | None = None,
-        mask: torch.Tensor | None = None,
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        """Attend from each query over the keys and average the values.
-
-        Args:
-            query: ``(B, D_q)`` (one decoder step) or ``(B, T, D_q)`` (several queries).
-            keys: ``(B, S, D_k)``.
-            values: ``(B, S, D_v)``; the keys themselves if None.
-            mask: boolean ``(B, S)``, True = may attend (False for padding); every row
-                needs at least one True.
-
-        Returns:
-            ``context`` ``(B, D_v)`` or ``(B, T, D_v)`` and ``weights`` ``(B, S)`` or
-            ``(B, T, S)``; each row of weights sums to 1 and is 0 on masked keys.
-        """
-        require_tensor(query, "query", ndim=(2, 3), floating=True)
-        require_tensor(keys, "keys", ndim=3, floating=True)
-        values = keys if values is None else require_tensor(values, "values", ndim=3)
-        batch, src_len = keys.shape[0], keys.shape[1]
-        require(query.shape[0] == batch and query.shape[-1] == self.query_dim, "query",
-                f"shape ({batch}, [T,] {self.query_dim})", tuple(query.shape))
-        require(keys.shape[2] == self.key_dim and src_len >= 1, "keys",
-                f"shape ({batch}, S >= 1, {self.key_dim})", tuple(keys.shape))
-        require(values.shape[:2] == keys.shape[:2], "values", f"shape ({batch}, {src_len}, D_v)",
-                tuple(values.shape))
-        single = query.ndim == 2
-        q = query.unsqueeze(1) if single else query  # (B, D_q) -> (B, 1, D_q)
-        # (B, T, 1, h) + (B, 1, S, h) -> (B, T, S, h) -> (B, T, S)
-        hidden = torch.tanh(self.w_q(q).unsqueeze(2) + self.w_k(keys).unsqueeze(1))
-        scores = self.v(hidden).squeeze(-1)
-        if mask is not None:
-            require_tensor(mask, "mask", ndim=2, dtype=torch.bool)
-            require(tuple(mask.shape) == (batch, src_len), "mask", f"shape {(batch, src_len)}",
-                    tuple(mask.shape))
-            require(bool(mask.any(dim=1).all()), "mask", "at least one True (key) per row",
-                    "a row with every key masked")
-            scores = scores.masked_fill(~mask.unsqueeze(1), float("-inf"))  # (B, 1, S)
-        weights = torch.softmax(scores, dim=-1)  # (B, T, S)
-        context = weights @ values  # (B, T, S) @ (B, S, D_v) -> (B, T, D_v)
-        if single:
-            return context.squeeze(1), weights.squeeze(1)
-        return context, weights
+__all__ = ["Seq2SeqGRU", "sequence_accuracy", "token_accuracy"]
 
 
 class Seq2SeqGRU(nn.Module):
@@ -130,26 +60,30 @@ class Seq2SeqGRU(nn.Module):
         self.vocab_size = require_positive_int(vocab_size, "vocab_size", minimum=2)
         require_positive_int(embed_dim, "embed_dim")
         self.hidden_dim = require_positive_int(hidden_dim, "hidden_dim")
-        require(isinstance(pad_id, int) and 0 <= pad_id < vocab_size, "pad_id",
-                f"an id in [0, {vocab_size})", repr(pad_id))
-        self.pad_id = pad_id
-        self.use_attention = bool(attention)
+        self.pad_id = require_int(pad_id, "pad_id", minimum=0, maximum=vocab_size - 1)
+        self.use_attention = require_bool(attention, "attention")
         context_dim = hidden_dim if self.use_attention else 0
         self.src_embed = nn.Embedding(vocab_size, embed_dim, padding_idx=pad_id)
         self.tgt_embed = nn.Embedding(vocab_size, embed_dim, padding_idx=pad_id)
         self.encoder = nn.GRU(embed_dim, hidden_dim, batch_first=True)
         self.decoder = nn.GRU(embed_dim + context_dim, hidden_dim, batch_first=True)
-        self.attention = (AdditiveAttention(hidden_dim, hidden_dim, hidden_dim)
+        self.attention = (AdditiveScore(hidden_dim, hidden_dim, hidden_dim)
                           if self.use_attention else None)
         self.out = nn.Linear(hidden_dim + context_dim, vocab_size)
 
     def _check_ids(self, ids: torch.Tensor, name: str) -> None:
+        """Shape and dtype of ``ids (B, L)``: metadata only, no synchronisation."""
         require_tensor(ids, name, ndim=2, dtype=(torch.int64, torch.int32))
         require(ids.shape[1] >= 1, name, "a sequence of length >= 1", f"shape {tuple(ids.shape)}")
-        if ids.numel():
-            low, high = int(ids.min()), int(ids.max())
-            require(low >= 0 and high < self.vocab_size, name,
-                    f"ids in [0, {self.vocab_size})", f"ids in [{low}, {high}]")
+
+    def _check_source_values(self, src: torch.Tensor) -> None:
+        """Ids of ``src (B, S)`` in range, a real token in every row (reads the values)."""
+        self._check_ids(src, "src")
+        low, high = (int(i) for i in torch.aminmax(src))
+        require(low >= 0 and high < self.vocab_size, "src", f"ids in [0, {self.vocab_size})",
+                f"ids in [{low}, {high}]")
+        require(bool((src != self.pad_id).any(dim=1).all()), "src",
+                "at least one non-pad token per row", "a row of padding only")
 
     def encode(self, src: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Run the encoder GRU over ``src`` ``(B, S)`` (right padded).
@@ -160,8 +94,6 @@ class Seq2SeqGRU(nn.Module):
         self._check_ids(src, "src")
         mask = src != self.pad_id  # (B, S), True = real token
         lengths = mask.sum(dim=1)  # (B,)
-        require(bool((lengths > 0).all()), "src", "at least one non-pad token per row",
-                "a row of padding only")
         states, _ = self.encoder(self.src_embed(src))  # (B, S, E) -> (B, S, H)
         rows = torch.arange(src.shape[0], device=src.device)
         final = states[rows, lengths - 1]  # (B, H): the state after the last real token
@@ -173,7 +105,10 @@ class Seq2SeqGRU(nn.Module):
         embedded = self.tgt_embed(y_prev)  # (B,) -> (B, E)
         weights = None
         if self.attention is not None:
-            context, weights = self.attention(state, enc_states, mask=mask)  # (B, H), (B, S)
+            scores = self.attention(state.unsqueeze(1), enc_states)  # (B, 1, H) -> (B, 1, S)
+            weights = masked_softmax(scores, mask.unsqueeze(1))  # mask (B, S) -> (B, 1, S)
+            context = (weights @ enc_states).squeeze(1)  # (B, 1, S) @ (B, S, H) -> (B, H)
+            weights = weights.squeeze(1)  # (B, 1, S) -> (B, S)
             embedded = torch.cat([embedded, context], dim=-1)  # (B, E + H)
         # one step of the GRU: (B, 1, E [+ H]) with state (1, B, H) -> (1, B, H) -> (B, H)
         state = self.decoder(embedded.unsqueeze(1), state.unsqueeze(0))[1][0]
@@ -219,6 +154,7 @@ class Seq2SeqGRU(nn.Module):
             followed by ``pad_id``), and attention weights ``(B, T, S)`` or None.
         """
         max_len = require_positive_int(max_len, "max_len")
+        self._check_source_values(src)
         was_training = self.training
         self.eval()
         enc_states, state, mask = self.encode(src)
@@ -238,48 +174,10 @@ class Seq2SeqGRU(nn.Module):
                 torch.stack(weights, dim=1) if self.use_attention else None)
 
 
-def train_seq2seq(model: Seq2SeqGRU, examples: Sequence[Example], steps: int, batch_size: int,
-                  lr: float = 3e-3, seed: int = 0, bos_id: int = BOS_ID,
-                  eos_id: int = EOS_ID, clip_norm: float = 1.0) -> list[float]:
-    """Train with Adam and teacher forcing; return the loss of every step.
-
-    Each step samples ``batch_size`` examples, builds ``tgt_in = <bos> tgt`` and
-    ``tgt_out = tgt <eos>`` and minimises the cross-entropy over non-pad target tokens.
-    Gradients are clipped to ``clip_norm`` (Bahdanau et al., 2015, Appendix A.2.2 too
-    rescale gradients). Runs on the device of the model's parameters.
-    """
-    steps = require_positive_int(steps, "steps")
-    batch_size = require_positive_int(batch_size, "batch_size")
-    require(isinstance(lr, (int, float)) and math.isfinite(lr) and lr > 0, "lr",
-            "a positive number", repr(lr))
-    require_examples(examples)
-    device = next(model.parameters()).device
-    generator = torch.Generator().manual_seed(seed)
-    optimizer = torch.optim.Adam(model.parameters(), lr=lr)
-    model.train()
-    losses = []
-    for _ in range(steps):
-        picks = torch.randint(len(examples), (batch_size,), generator=generator).tolist()
-        batch = [examples[i] for i in picks]
-        pad = model.pad_id
-        src = pad_sequences([s for s, _ in batch], pad).to(device)  # (B, S)
-        tgt_in = pad_sequences([[bos_id, *t] for _, t in batch], pad).to(device)  # (B, T)
-        tgt_out = pad_sequences([[*t, eos_id] for _, t in batch], pad).to(device)  # (B, T)
-        logits = model(src, tgt_in)  # (B, T, V)
-        loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]),  # (B*T, V)
-                               tgt_out.reshape(-1), ignore_index=model.pad_id)
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        nn.utils.clip_grad_norm_(model.parameters(), clip_norm)
-        optimizer.step()
-        losses.append(loss.item())
-    return losses
-
-
 def _predict_by_length(model: Seq2SeqGRU, examples: Sequence[Example], batch_size: int,
                        bos_id: int, eos_id: int) -> dict[int, list[tuple[list[int], list[int]]]]:
     """Greedy predictions (cut at ``<eos>``) paired with targets, grouped by source length."""
-    require_examples(examples)
+    require_examples(examples, model.vocab_size)
     batch_size = require_positive_int(batch_size, "batch_size")
     device = next(model.parameters()).device
     groups: dict[int, list[Example]] = defaultdict(list)

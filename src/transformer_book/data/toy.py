@@ -16,14 +16,19 @@ from __future__ import annotations
 
 import random
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 import torch
 
 from transformer_book.data.batching import collate_pairs, pad_sequences
 from transformer_book.data.tokenizer import BOS_ID, EOS_ID, PAD_ID, SPECIAL_TOKENS, UNK_ID
-from transformer_book.util.validation import require, require_positive_int
+from transformer_book.util.validation import (
+    require,
+    require_int,
+    require_one_of,
+    require_positive_int,
+)
 
 __all__ = [
     "FIRST_TOKEN_ID",
@@ -34,8 +39,10 @@ __all__ = [
     "StoryTensors",
     "encode_stories",
     "encode_story",
+    "letters",
     "make_story_qa",
     "make_toy_task",
+    "require_examples",
     "story_vocabulary",
     "story_words",
     "toy_batches",
@@ -48,12 +55,33 @@ FIRST_TOKEN_ID = len(SPECIAL_TOKENS)
 Example = tuple[list[int], list[int]]
 
 
-def require_examples(examples: Sequence[Example]) -> None:
-    """A non-empty list of ``(source ids, target ids)`` pairs, neither side empty; otherwise
-    a ``ValueError`` naming ``examples``."""
+def require_examples(examples: Sequence[Example], vocab_size: int | None = None) -> None:
+    """A non-empty list of ``(source ids, target ids)`` pairs, neither side empty, and with
+    ``vocab_size`` every id in ``[0, vocab_size)``; otherwise a
+    :class:`~transformer_book.util.validation.BookError` naming ``examples``.
+
+    The training and evaluation functions of the toy models call it once, on the Python
+    lists, so that their ``forward`` needs no value check (which would read the device).
+    """
     require(len(examples) > 0, "examples", "a non-empty list of (src, tgt) pairs", "[]")
     require(all(len(src) > 0 and len(tgt) > 0 for src, tgt in examples), "examples",
             "non-empty src and tgt lists", "an empty sequence")
+    if vocab_size is not None:
+        ids = {i for src, tgt in examples for i in (*src, *tgt)}
+        low, high = min(ids), max(ids)
+        require(low >= 0 and high < vocab_size, "examples", f"ids in [0, {vocab_size})",
+                f"ids in [{low}, {high}]")
+
+
+def letters(ids: Iterable[int], pad: str = SPECIAL_TOKENS[PAD_ID]) -> list[str]:
+    """Toy token ids as letters, for printing: 4 -> ``"a"``, 5 -> ``"b"``, ... (16 ids: a-l).
+
+    The specials 0-3 keep their names (``<pad> <bos> <eos> <unk>``); ``pad`` replaces the
+    name of id 0 (chapter 08 writes its label "no answer" as ``"·"``).
+    ``letters([4, 5, 2])`` -> ``["a", "b", "<eos>"]``.
+    """
+    names = {**dict(enumerate(SPECIAL_TOKENS)), PAD_ID: pad}
+    return [names[i] if i in names else chr(ord("a") + i - FIRST_TOKEN_ID) for i in ids]
 
 
 def make_toy_task(
@@ -77,7 +105,7 @@ def make_toy_task(
         vocab_size: total ids including the 4 specials, so >= 5.
         seed: random seed.
     """
-    require(name in TOY_TASKS, "name", f"one of {list(TOY_TASKS)}", repr(name))
+    require_one_of(name, "name", TOY_TASKS)
     require_positive_int(num_examples, "num_examples")
     require_positive_int(min_len, "min_len")
     require_positive_int(max_len, "max_len")
@@ -158,10 +186,8 @@ def make_story_qa(
         seed: random seed.
     """
     require_positive_int(num_stories, "num_stories")
-    require_positive_int(num_people, "num_people")
-    require(num_people <= len(PEOPLE), "num_people", f"at most {len(PEOPLE)}", num_people)
-    require_positive_int(num_places, "num_places", minimum=2)
-    require(num_places <= len(PLACES), "num_places", f"at most {len(PLACES)}", num_places)
+    require_int(num_people, "num_people", minimum=1, maximum=len(PEOPLE))
+    require_int(num_places, "num_places", minimum=2, maximum=len(PLACES))
     require_positive_int(sentences_per_story, "sentences_per_story")
     rng = random.Random(seed)
     people, places = PEOPLE[:num_people], PLACES[:num_places]

@@ -1,21 +1,31 @@
 """Small attention models that Part II trains on toy tasks to show what attention learns.
 
-Each is built from :mod:`transformer_book.nn`, never re-deriving it.
+Each is built from :mod:`transformer_book.nn`, never re-deriving it, and trained by the one
+loop of :mod:`transformer_book.toy.fit` (which also trains the baselines on the toy tasks).
 """
 
 from transformer_book.toy.aligner import (
     POSITION_KINDS,
     Aligner,
     AlignerConfig,
-    DecoderBlock,
-    EncoderBlock,
     NoPositions,
     alignment_accuracy,
     expected_alignment,
     greedy_decode,
+    layer_config,
     make_positions,
+    require_widths,
     sequence_accuracy,
     train_aligner,
+)
+from transformer_book.toy.fit import (
+    fit,
+    fit_teacher_forced,
+    sample_examples,
+    token_cross_entropy,
+    train_memory_network,
+    train_seq2seq,
+    warmup_then_decay,
 )
 from transformer_book.toy.heads import (
     IGNORE,
@@ -42,8 +52,6 @@ __all__ = [
     "RELATIONS",
     "Aligner",
     "AlignerConfig",
-    "DecoderBlock",
-    "EncoderBlock",
     "NeighbourModel",
     "NoPositions",
     "PositionProbe",
@@ -52,13 +60,22 @@ __all__ = [
     "alignment_accuracy",
     "attention_by_offset",
     "expected_alignment",
+    "fit",
+    "fit_teacher_forced",
     "greedy_decode",
+    "layer_config",
     "make_positions",
     "make_shift_task",
     "neighbour_accuracy",
     "neighbour_task",
+    "require_widths",
+    "sample_examples",
     "sequence_accuracy",
+    "token_cross_entropy",
     "train_aligner",
+    "train_memory_network",
     "train_neighbour_model",
     "train_probe",
+    "train_seq2seq",
+    "warmup_then_decay",
 ]

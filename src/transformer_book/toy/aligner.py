@@ -7,8 +7,10 @@ This mimics the typical encoder-decoder attention mechanisms in sequence-to-sequ
 such as [Bahdanau et al., 2015]."
 
 :class:`Aligner` is built only from the parts of Part II: token embeddings, a positional
-encoding (:mod:`transformer_book.nn.positional`) and
-:class:`~transformer_book.nn.attention.MultiHeadAttention` used three ways:
+encoding (:mod:`transformer_book.nn.positional`) and the Transformer's own layers,
+:class:`~transformer_book.nn.layers.EncoderLayer` and
+:class:`~transformer_book.nn.layers.DecoderLayer` (post-LN, as in the paper, and without
+dropout). Their :class:`~transformer_book.nn.attention.MultiHeadAttention` is used three ways:
 
 - encoder self-attention over the source (padding mask on the keys);
 - decoder *masked* self-attention over the target prefix (causal mask);
@@ -31,27 +33,34 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from transformer_book.data.batching import pad_sequences
 from transformer_book.data.tokenizer import BOS_ID, EOS_ID, PAD_ID
 from transformer_book.data.toy import Example, require_examples
 from transformer_book.nn.attention import MultiHeadAttention, padding_mask
+from transformer_book.nn.config import TransformerConfig
+from transformer_book.nn.layers import DecoderLayer, EncoderLayer
 from transformer_book.nn.positional import LearnedPositionalEmbedding, SinusoidalPositionalEncoding
-from transformer_book.util.validation import require, require_positive_int, require_tensor
+from transformer_book.toy.fit import fit_teacher_forced
+from transformer_book.util.validation import (
+    require,
+    require_one_of,
+    require_positive_int,
+    require_tensor,
+)
 
 __all__ = [
     "POSITION_KINDS",
     "Aligner",
     "AlignerConfig",
-    "DecoderBlock",
-    "EncoderBlock",
     "NoPositions",
     "alignment_accuracy",
     "expected_alignment",
     "greedy_decode",
+    "layer_config",
     "make_positions",
+    "require_widths",
     "sequence_accuracy",
     "train_aligner",
 ]
@@ -74,13 +83,31 @@ class NoPositions(nn.Module):
         return x
 
 
+def require_widths(d_model: int, d_ff: int, **heads: int) -> None:
+    """The widths of a toy model's layers: ``d_model`` and ``d_ff`` positive integers, and
+    each head count in ``heads`` (by its name) a positive divisor of ``d_model``."""
+    require_positive_int(d_model, "d_model")
+    require_positive_int(d_ff, "d_ff")
+    for name, count in heads.items():
+        require_positive_int(count, name)
+        require(d_model % count == 0, name, f"a divisor of d_model={d_model}", count)
+
+
+def layer_config(vocab_size: int, d_model: int, num_heads: int, d_ff: int) -> TransformerConfig:
+    """The settings of the real layers (:mod:`transformer_book.nn.layers`) inside a toy model:
+    the paper's post-LN ``LayerNorm(x + Sublayer(x))`` and no dropout (toy runs are short and
+    their data endless)."""
+    return TransformerConfig(vocab_size=vocab_size, d_model=d_model, num_heads=num_heads,
+                             d_ff=d_ff, dropout=0.0, attention_dropout=0.0, norm_first=False)
+
+
 def make_positions(kind: str, d_model: int, max_len: int) -> nn.Module:
     """The positional layer ``kind`` (``"sinusoidal"``, ``"learned"`` or ``"none"``).
 
     ``"sinusoidal"`` is Section 3.5's fixed table, ``"learned"`` a trainable ``(max_len,
     d_model)`` table, ``"none"`` adds nothing. All map ``x (B, L, d_model)`` to the same shape.
     """
-    require(kind in POSITION_KINDS, "kind", f"one of {list(POSITION_KINDS)}", repr(kind))
+    require_one_of(kind, "kind", POSITION_KINDS)
     if kind == "sinusoidal":
         return SinusoidalPositionalEncoding(d_model, max_len=max_len)
     if kind == "learned":
@@ -98,7 +125,7 @@ class AlignerConfig:
         num_heads: heads of the two self-attentions.
         cross_heads: heads of the cross-attention (1: its weights are one alignment).
         d_ff: inner width of the feed-forward networks.
-        encoder_layers, decoder_layers: how many blocks of each.
+        encoder_layers, decoder_layers: how many layers of each.
         max_len: longest sequence the positional table covers.
         positions: ``"sinusoidal"``, ``"learned"`` or ``"none"``.
     """
@@ -115,75 +142,31 @@ class AlignerConfig:
 
     def __post_init__(self) -> None:
         require_positive_int(self.vocab_size, "vocab_size", minimum=5)
-        require_positive_int(self.d_model, "d_model")
-        for name in ("num_heads", "cross_heads"):
-            heads = require_positive_int(getattr(self, name), name)
-            require(self.d_model % heads == 0, name, f"a divisor of d_model={self.d_model}", heads)
-        require_positive_int(self.d_ff, "d_ff")
+        require_widths(self.d_model, self.d_ff, num_heads=self.num_heads,
+                       cross_heads=self.cross_heads)
         require_positive_int(self.encoder_layers, "encoder_layers")
         require_positive_int(self.decoder_layers, "decoder_layers")
         require_positive_int(self.max_len, "max_len")
-        require(self.positions in POSITION_KINDS, "positions", f"one of {list(POSITION_KINDS)}",
-                repr(self.positions))
+        require_one_of(self.positions, "positions", POSITION_KINDS)
 
 
-def _feed_forward(d_model: int, d_ff: int) -> nn.Sequential:
-    # (B, L, d_model) -> (B, L, d_ff) -> (B, L, d_model), the same weights at every position
-    return nn.Sequential(nn.Linear(d_model, d_ff), nn.ReLU(), nn.Linear(d_ff, d_model))
+def _decoder_layer(config: AlignerConfig) -> DecoderLayer:
+    """The real :class:`~transformer_book.nn.layers.DecoderLayer`, its cross-attention with
+    ``config.cross_heads`` heads.
 
-
-class EncoderBlock(nn.Module):
-    """Self-attention over the source, then a feed-forward network, each ``LayerNorm(x + ·)``.
-
-    ``forward(x (B, S, d_model), mask (B, 1, 1, S) or None, need_weights=False)`` ->
-    ``(x (B, S, d_model), weights (B, h, S, S) or None)``.
+    A :class:`~transformer_book.nn.attention.MultiHeadAttention`'s weights have the same shapes
+    for any number of heads, so the layer keeps the cross-attention weights it was built with,
+    only split into ``cross_heads`` heads; building the replacement draws no random numbers, so
+    a seed gives the same initial model whatever ``cross_heads`` is.
     """
-
-    def __init__(self, d_model: int, num_heads: int, d_ff: int) -> None:
-        super().__init__()
-        self.self_attn = MultiHeadAttention(d_model, num_heads)
-        self.ffn = _feed_forward(d_model, d_ff)
-        self.norm1, self.norm2 = nn.LayerNorm(d_model), nn.LayerNorm(d_model)
-
-    def forward(
-        self, x: torch.Tensor, mask: torch.Tensor | None = None, need_weights: bool = False
-    ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        out, weights = self.self_attn(x, mask=mask, need_weights=need_weights)
-        x = self.norm1(x + out)
-        return self.norm2(x + self.ffn(x)), weights
-
-
-class DecoderBlock(nn.Module):
-    """Masked self-attention, cross-attention to the memory, then feed-forward; each wrapped as
-    ``LayerNorm(x + ·)``.
-
-    Section 3.2.3: the queries of the cross-attention "come from the previous decoder layer,
-    and the memory keys and values come from the output of the encoder".
-    ``forward(y (B, T, d_model), memory (B, S, d_model), memory_mask (B, 1, 1, S) or None,
-    need_weights=False)`` -> ``(y (B, T, d_model), cross weights (B, cross_heads, T, S) or
-    None)``.
-    """
-
-    def __init__(self, d_model: int, num_heads: int, cross_heads: int, d_ff: int) -> None:
-        super().__init__()
-        self.self_attn = MultiHeadAttention(d_model, num_heads)
-        self.cross_attn = MultiHeadAttention(d_model, cross_heads)
-        self.ffn = _feed_forward(d_model, d_ff)
-        self.norm1, self.norm2, self.norm3 = (nn.LayerNorm(d_model) for _ in range(3))
-
-    def forward(
-        self,
-        y: torch.Tensor,
-        memory: torch.Tensor,
-        memory_mask: torch.Tensor | None = None,
-        need_weights: bool = False,
-    ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        out, _ = self.self_attn(y, is_causal=True)  # position t sees targets 0..t only
-        y = self.norm1(y + out)
-        out, weights = self.cross_attn(y, memory, memory, mask=memory_mask,
-                                       need_weights=need_weights)
-        y = self.norm2(y + out)
-        return self.norm3(y + self.ffn(y)), weights
+    layer = DecoderLayer(layer_config(config.vocab_size, config.d_model, config.num_heads,
+                                      config.d_ff))
+    if config.cross_heads != config.num_heads:
+        with torch.random.fork_rng(devices=[]):
+            cross = MultiHeadAttention(config.d_model, config.cross_heads)
+        cross.load_state_dict(layer.cross_attn.state_dict())
+        layer.cross_attn = cross
+    return layer
 
 
 class Aligner(nn.Module):
@@ -191,7 +174,7 @@ class Aligner(nn.Module):
 
     ``encode(src (B, S)) -> memory (B, S, d_model)``;
     ``decode(tgt_in (B, T), memory, src, need_weights=False) -> (logits (B, T, vocab),
-    cross weights: one (B, cross_heads, T, S) per decoder block, or [])``;
+    cross weights: one (B, cross_heads, T, S) per decoder layer, or [])``;
     ``forward(src, tgt_in) -> logits (B, T, vocab)``. Source and target share one embedding
     table, scaled by √d_model (Section 3.4), then the positional encoding is added
     (Section 3.5).
@@ -207,13 +190,10 @@ class Aligner(nn.Module):
         self.embedding = nn.Embedding(config.vocab_size, d)
         nn.init.normal_(self.embedding.weight, std=d**-0.5)  # × √d_model: entries of size ~1
         self.positions = make_positions(config.positions, d, config.max_len)
-        self.encoder = nn.ModuleList(
-            EncoderBlock(d, config.num_heads, config.d_ff) for _ in range(config.encoder_layers)
-        )
-        self.decoder = nn.ModuleList(
-            DecoderBlock(d, config.num_heads, config.cross_heads, config.d_ff)
-            for _ in range(config.decoder_layers)
-        )
+        layers = layer_config(config.vocab_size, d, config.num_heads, config.d_ff)
+        self.encoder = nn.ModuleList(EncoderLayer(layers) for _ in range(config.encoder_layers))
+        self.decoder = nn.ModuleList(_decoder_layer(config)
+                                     for _ in range(config.decoder_layers))
         self.generator = nn.Linear(d, config.vocab_size)
 
     def _embed(self, ids: torch.Tensor, name: str) -> torch.Tensor:
@@ -228,8 +208,8 @@ class Aligner(nn.Module):
         """Source ids ``(B, S)`` -> memory ``(B, S, d_model)``; padding is never attended to."""
         x = self._embed(src, "src")
         mask = padding_mask(src, self.pad_id)  # (B, 1, 1, S)
-        for block in self.encoder:
-            x, _ = block(x, mask)
+        for layer in self.encoder:
+            x, _ = layer(x, mask)
         return x
 
     def decode(
@@ -240,17 +220,17 @@ class Aligner(nn.Module):
         need_weights: bool = False,
     ) -> tuple[torch.Tensor, list[torch.Tensor]]:
         """Target prefix ``(B, T)`` and memory ``(B, S, d_model)`` -> logits ``(B, T, vocab)``
-        and, with ``need_weights``, each decoder block's cross-attention weights
+        and, with ``need_weights``, each decoder layer's cross-attention weights
         ``(B, cross_heads, T, S)``."""
         y = self._embed(tgt_in, "tgt_in")
         require(memory.shape[:2] == src.shape, "memory", f"shape (B, S)={tuple(src.shape)} + "
                 "(d_model,), as src", f"shape {tuple(memory.shape)}")
         memory_mask = padding_mask(src, self.pad_id)  # (B, 1, 1, S)
         weights = []
-        for block in self.decoder:
-            y, w = block(y, memory, memory_mask, need_weights)
+        for layer in self.decoder:
+            y, _, cross = layer(y, memory, memory_mask=memory_mask, need_weights=need_weights)
             if need_weights:
-                weights.append(w)
+                weights.append(cross)
         return self.generator(y), weights
 
     def forward(self, src: torch.Tensor, tgt_in: torch.Tensor) -> torch.Tensor:
@@ -269,45 +249,19 @@ def train_aligner(
     lr: float = 4e-3,
     seed: int = 0,
 ) -> list[float]:
-    """Teacher-forced training with Adam; returns the loss of every step.
+    """Teacher-forced training with Adam (β₂ = 0.98, Section 5.3) and gradients clipped to
+    norm 1; returns the loss of every step.
 
     Each step samples ``batch_size`` pairs, feeds ``<bos> y`` to the decoder and minimises
-    the cross-entropy of ``y <eos>`` over non-pad positions (Section 3.1: the decoder is
-    "auto-regressive, consuming the previously generated symbols as additional input").
-    The learning rate warms up linearly over the first 10% of the steps, then decays
-    linearly to zero. Runs on the device of the model's parameters.
+    the cross-entropy of ``y <eos>`` over non-pad positions
+    (:func:`~transformer_book.toy.fit.fit_teacher_forced`). The learning rate warms up
+    linearly over the first 10% of the steps, then decays linearly to zero. Runs on the
+    device of the model's parameters.
     """
-    steps = require_positive_int(steps, "steps")
-    batch_size = require_positive_int(batch_size, "batch_size")
-    require(isinstance(lr, (int, float)) and math.isfinite(lr) and lr > 0, "lr",
-            "a positive number", repr(lr))
-    require_examples(examples)
-    device = next(model.parameters()).device
-    generator = torch.Generator().manual_seed(seed)
-    optimizer = torch.optim.Adam(model.parameters(), lr=lr, betas=(0.9, 0.98))
-    warmup = max(1, steps // 10)
-    schedule = torch.optim.lr_scheduler.LambdaLR(
-        optimizer, lambda s: min((s + 1) / warmup, max(0.0, (steps - s) / (steps - warmup + 1)))
-    )
-    model.train()
-    losses = []
-    for _ in range(steps):
-        picks = torch.randint(len(examples), (batch_size,), generator=generator).tolist()
-        batch = [examples[i] for i in picks]
-        src = pad_sequences([s for s, _ in batch], PAD_ID).to(device)  # (B, S)
-        tgt_in = pad_sequences([[BOS_ID, *t] for _, t in batch], PAD_ID).to(device)  # (B, T)
-        tgt_out = pad_sequences([[*t, EOS_ID] for _, t in batch], PAD_ID).to(device)  # (B, T)
-        logits = model(src, tgt_in)  # (B, T, vocab)
-        loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]),  # (B·T, vocab)
-                               tgt_out.reshape(-1), ignore_index=PAD_ID)
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        optimizer.step()
-        schedule.step()
-        losses.append(loss.item())
-    model.eval()
-    return losses
+    require(isinstance(model, Aligner), "model", "an Aligner", type(model).__name__)
+    require_examples(examples, model.config.vocab_size)
+    return fit_teacher_forced(model, examples, steps, batch_size, lr, seed=seed,
+                              betas=(0.9, 0.98), clip_norm=1.0, warmup=True)
 
 
 @torch.no_grad()
@@ -317,7 +271,7 @@ def greedy_decode(
     """Greedy decoding of ``max_len`` tokens for ``src (B, S)``.
 
     Returns ``tokens (B, max_len)`` (without ``<bos>``; cut them at the first ``<eos>``) and
-    the last decoder block's cross-attention weights ``(B, cross_heads, max_len, S)``: row
+    the last decoder layer's cross-attention weights ``(B, cross_heads, max_len, S)``: row
     ``t`` is where output ``t`` looked in the source.
     """
     require_positive_int(max_len, "max_len")
@@ -335,7 +289,7 @@ def greedy_decode(
 
 def sequence_accuracy(model: Aligner, examples: Sequence[Example], batch_size: int = 256) -> float:
     """Fraction of ``examples`` whose greedy output equals the target exactly, then stops."""
-    require_examples(examples)
+    require_examples(examples, model.config.vocab_size)
     device = next(model.parameters()).device
     correct = 0
     for start in range(0, len(examples), batch_size):

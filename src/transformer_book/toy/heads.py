@@ -19,12 +19,17 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from transformer_book.nn.attention import MultiHeadAttention
 from transformer_book.nn.positional import SinusoidalPositionalEncoding
-from transformer_book.util.validation import require, require_positive_int, require_tensor
+from transformer_book.toy.fit import fit, token_cross_entropy
+from transformer_book.util.validation import (
+    require,
+    require_int,
+    require_positive_int,
+    require_tensor,
+)
 
 __all__ = [
     "IGNORE",
@@ -76,7 +81,8 @@ class NeighbourModel(nn.Module):
     (index 0 of the third dimension predicts the previous token, 1 the next token, as in
     :data:`RELATIONS`) and the attention ``weights (B, h, L, L)`` when ``need_weights``, else
     None. There is no residual connection, no feed-forward network and no nonlinearity after
-    the attention, so everything the readout knows has come through the heads.
+    the attention, so everything the readout knows has come through the heads. ``forward``
+    checks shapes and dtypes only; :func:`neighbour_accuracy` checks the ids it is given.
     """
 
     def __init__(self, vocab_size: int, d_model: int, num_heads: int, max_len: int = 64) -> None:
@@ -97,20 +103,11 @@ class NeighbourModel(nn.Module):
         require_tensor(tokens, "tokens", ndim=2)
         require(not tokens.is_floating_point(), "tokens", "an integer tensor of token ids",
                 tokens.dtype)
-        require(bool(((tokens >= 0) & (tokens < self.vocab_size)).all()), "tokens",
-                f"ids in [0, {self.vocab_size})",
-                f"ids from {int(tokens.min())} to {int(tokens.max())}")
         x = self.positions(self.embedding(tokens))  # (B, L) -> (B, L, d_model)
-        out, weights = self.attention(x, need_weights=need_weights)  # (B, L, d_model)
+        out, weights = self.attention(x, x, x, need_weights=need_weights)  # (B, L, d_model)
         logits = self.readout(out)  # (B, L, 2·vocab)
         # (B, L, 2·vocab) -> (B, L, 2, vocab): one distribution per relation
         return logits.view(*tokens.shape, 2, self.vocab_size), weights
-
-
-def _loss(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-    # (B, L, 2, V) -> (B·L·2, V) against (B, L, 2) -> (B·L·2,), edges ignored
-    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1),
-                           ignore_index=IGNORE)
 
 
 def train_neighbour_model(
@@ -123,32 +120,22 @@ def train_neighbour_model(
     seed: int = 0,
 ) -> list[float]:
     """Train ``model`` with Adam on fresh batches of :func:`neighbour_task`; return the loss
-    of every step.
+    of every step (:func:`~transformer_book.toy.fit.fit`).
 
     Batches come from a generator seeded with ``seed``, on the model's device; the loss is
     the cross-entropy of both outputs, averaged over the positions where they exist.
     """
     require(isinstance(model, NeighbourModel), "model", "a NeighbourModel", type(model).__name__)
-    require_positive_int(steps, "steps")
-    require(isinstance(lr, (int, float)) and not isinstance(lr, bool) and lr > 0, "lr",
-            "a positive number", repr(lr))
-    require(isinstance(seed, int) and not isinstance(seed, bool) and seed >= 0, "seed",
-            "an integer >= 0", repr(seed))
+    require_positive_int(batch_size, "batch_size")
+    require_positive_int(length, "length", minimum=2)
     device = next(model.parameters()).device
-    generator = torch.Generator().manual_seed(seed)
-    optimizer = torch.optim.Adam(model.parameters(), lr=lr)
-    model.train()
-    losses = []
-    for _ in range(steps):
+
+    def batch_loss(generator: torch.Generator) -> torch.Tensor:
         tokens, targets = neighbour_task(batch_size, length, model.vocab_size, generator, device)
-        logits, _ = model(tokens)
-        loss = _loss(logits, targets)
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        optimizer.step()
-        losses.append(loss.item())
-    model.eval()
-    return losses
+        logits, _ = model(tokens)  # (B, L, 2, V) against targets (B, L, 2), edges ignored
+        return token_cross_entropy(logits, targets, IGNORE)
+
+    return fit(model, batch_loss, steps, lr, seed=seed)
 
 
 @torch.no_grad()
@@ -163,6 +150,10 @@ def neighbour_accuracy(model: NeighbourModel, tokens: torch.Tensor,
     require_tensor(targets, "targets", ndim=3)
     require(targets.shape == (*tokens.shape, 2), "targets",
             f"shape {(*tokens.shape, 2)} (tokens' shape, then 2)", f"shape {tuple(targets.shape)}")
+    require_tensor(tokens, "tokens", ndim=2)
+    low, high = (int(i) for i in torch.aminmax(tokens))
+    require(low >= 0 and high < model.vocab_size, "tokens", f"ids in [0, {model.vocab_size})",
+            f"ids from {low} to {high}")
     logits, _ = model(tokens)
     exists = targets != IGNORE  # (B, L, 2)
     correct = (logits.argmax(dim=-1) == targets) & exists  # (B, L, 2)
@@ -182,9 +173,10 @@ def attention_by_offset(weights: torch.Tensor, offsets: Sequence[int]) -> torch.
     require(weights.shape[-2] == length, "weights", "shape (B, h, L, L) (self-attention)",
             f"shape {tuple(weights.shape)}")
     offsets = list(offsets)
-    require(len(offsets) > 0 and all(isinstance(o, int) and not isinstance(o, bool)
-                                     and abs(o) < length for o in offsets),
-            "offsets", f"a non-empty list of integers with |offset| < L={length}", offsets)
+    require(len(offsets) > 0, "offsets", f"a non-empty list of offsets (|offset| < L={length})",
+            offsets)
+    for offset in offsets:
+        require_int(offset, "offsets", minimum=1 - length, maximum=length - 1)
     columns = []
     for offset in offsets:
         # the diagonal weights[..., i, i + offset]: (B, h, L - |offset|) -> mean -> (h,)

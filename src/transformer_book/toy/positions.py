@@ -10,8 +10,9 @@ The task, :func:`make_shift_task`, asks for every position ``t`` the token ``shi
 back: ``y_t = x_{t - shift}``. Contents alone cannot answer it (attention without positions
 treats the input as a bag), and the answer depends only on the *relative* position, so it
 is the kind of relation sinusoids were chosen for. :class:`PositionProbe` is an encoder of
-:class:`~transformer_book.toy.aligner.EncoderBlock` layers with a classifier on top;
-its positional layer is ``"sinusoidal"``, ``"learned"`` or ``"none"``.
+the Transformer's own :class:`~transformer_book.nn.layers.EncoderLayer` (post-LN, no
+dropout) with a classifier on top; its positional layer is ``"sinusoidal"``, ``"learned"``
+or ``"none"``.
 
 Labels use ``0`` (``<pad>``) for "no answer": the first ``shift`` positions and padding,
 both ignored by the loss and by :func:`accuracy_by_length`.
@@ -25,15 +26,26 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from transformer_book.data.batching import pad_sequences
 from transformer_book.data.tokenizer import PAD_ID
-from transformer_book.data.toy import Example
+from transformer_book.data.toy import FIRST_TOKEN_ID, Example, require_examples
 from transformer_book.nn.attention import padding_mask
-from transformer_book.toy.aligner import POSITION_KINDS, EncoderBlock, make_positions
-from transformer_book.util.validation import require, require_positive_int, require_tensor
+from transformer_book.nn.layers import EncoderLayer
+from transformer_book.toy.aligner import (
+    POSITION_KINDS,
+    layer_config,
+    make_positions,
+    require_widths,
+)
+from transformer_book.toy.fit import fit, sample_examples, token_cross_entropy
+from transformer_book.util.validation import (
+    require,
+    require_one_of,
+    require_positive_int,
+    require_tensor,
+)
 
 __all__ = [
     "NO_LABEL",
@@ -45,8 +57,7 @@ __all__ = [
 ]
 
 #: The label of positions without an answer (the first ``shift`` ones and padding).
-NO_LABEL = 0
-FIRST_TOKEN_ID = 4
+NO_LABEL = PAD_ID
 
 
 def make_shift_task(
@@ -99,23 +110,18 @@ class ProbeConfig:
 
     def __post_init__(self) -> None:
         require_positive_int(self.vocab_size, "vocab_size", minimum=FIRST_TOKEN_ID + 2)
-        require_positive_int(self.d_model, "d_model")
-        require_positive_int(self.num_heads, "num_heads")
-        require(self.d_model % self.num_heads == 0, "num_heads",
-                f"a divisor of d_model={self.d_model}", self.num_heads)
-        require_positive_int(self.d_ff, "d_ff")
+        require_widths(self.d_model, self.d_ff, num_heads=self.num_heads)
         require_positive_int(self.layers, "layers")
         require_positive_int(self.max_len, "max_len")
-        require(self.positions in POSITION_KINDS, "positions", f"one of {list(POSITION_KINDS)}",
-                repr(self.positions))
+        require_one_of(self.positions, "positions", POSITION_KINDS)
 
 
 class PositionProbe(nn.Module):
-    """Embedding (× √d_model, Section 3.4) + positions (Section 3.5) + encoder blocks +
+    """Embedding (× √d_model, Section 3.4) + positions (Section 3.5) + encoder layers +
     a linear classifier: ``forward(ids (B, L)) -> logits (B, L, vocab)``.
 
     With ``positions="learned"`` the table has ``max_len`` rows and longer inputs raise a
-    ``ValueError``; rows beyond the training lengths are never updated by training.
+    ``BookError``; rows beyond the training lengths are never updated by training.
     """
 
     def __init__(self, config: ProbeConfig) -> None:
@@ -127,22 +133,21 @@ class PositionProbe(nn.Module):
         nn.init.normal_(self.embedding.weight, std=d**-0.5)  # × √d_model: entries of size ~1
         max_len = config.max_len if config.positions == "learned" else max(config.max_len, 4096)
         self.positions = make_positions(config.positions, d, max_len)
-        self.blocks = nn.ModuleList(
-            EncoderBlock(d, config.num_heads, config.d_ff) for _ in range(config.layers)
-        )
+        layers = layer_config(config.vocab_size, d, config.num_heads, config.d_ff)
+        self.blocks = nn.ModuleList(EncoderLayer(layers) for _ in range(config.layers))
         self.classifier = nn.Linear(d, config.vocab_size)
 
     def forward(self, ids: torch.Tensor, need_weights: bool = False):
         """``ids (B, L)`` -> ``logits (B, L, vocab)``; with ``need_weights``, also the list of
-        each block's attention weights ``(B, h, L, L)``."""
+        each encoder layer's attention weights ``(B, h, L, L)``."""
         require_tensor(ids, "ids", ndim=2)
         require(not ids.is_floating_point(), "ids", "an integer tensor of token ids", ids.dtype)
         x = self.embedding(ids) * math.sqrt(self.config.d_model)  # (B, L) -> (B, L, d_model)
         x = self.positions(x)
         mask = padding_mask(ids, PAD_ID)  # (B, 1, 1, L)
         weights = []
-        for block in self.blocks:
-            x, w = block(x, mask, need_weights)
+        for layer in self.blocks:
+            x, w = layer(x, mask, need_weights=need_weights)
             weights.append(w)
         logits = self.classifier(x)  # (B, L, d_model) -> (B, L, vocab)
         return (logits, weights) if need_weights else logits
@@ -156,41 +161,25 @@ def train_probe(
     lr: float = 3e-3,
     seed: int = 0,
 ) -> list[float]:
-    """Adam on the cross-entropy of the labelled positions; returns the loss of every step.
+    """Adam (β₂ = 0.98) on the cross-entropy of the labelled positions, gradients clipped to
+    norm 1; returns the loss of every step (:func:`~transformer_book.toy.fit.fit`).
 
     The learning rate warms up linearly over the first 10% of the steps, then decays
     linearly to zero. Runs on the device of the model's parameters.
     """
-    steps = require_positive_int(steps, "steps")
+    require(isinstance(model, PositionProbe), "model", "a PositionProbe", type(model).__name__)
+    require_examples(examples, model.config.vocab_size)
     batch_size = require_positive_int(batch_size, "batch_size")
-    require(isinstance(lr, (int, float)) and math.isfinite(lr) and lr > 0, "lr",
-            "a positive number", repr(lr))
-    require(len(examples) > 0, "examples", "a non-empty list of (tokens, labels) pairs", "[]")
     device = next(model.parameters()).device
-    generator = torch.Generator().manual_seed(seed)
-    optimizer = torch.optim.Adam(model.parameters(), lr=lr, betas=(0.9, 0.98))
-    warmup = max(1, steps // 10)
-    schedule = torch.optim.lr_scheduler.LambdaLR(
-        optimizer, lambda s: min((s + 1) / warmup, max(0.0, (steps - s) / (steps - warmup + 1)))
-    )
-    model.train()
-    losses = []
-    for _ in range(steps):
-        picks = torch.randint(len(examples), (batch_size,), generator=generator).tolist()
-        tokens = pad_sequences([examples[i][0] for i in picks], PAD_ID).to(device)  # (B, L)
-        # (B, L), 0 = no answer
-        labels = pad_sequences([examples[i][1] for i in picks], PAD_ID).to(device)
-        logits = model(tokens)  # (B, L, vocab)
-        loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), labels.reshape(-1),
-                               ignore_index=NO_LABEL)
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        optimizer.step()
-        schedule.step()
-        losses.append(loss.item())
-    model.eval()
-    return losses
+
+    def batch_loss(generator: torch.Generator) -> torch.Tensor:
+        batch = sample_examples(examples, batch_size, generator)
+        tokens = pad_sequences([t for t, _ in batch], PAD_ID).to(device)  # (B, L)
+        labels = pad_sequences([y for _, y in batch], PAD_ID).to(device)  # (B, L), 0 = none
+        return token_cross_entropy(model(tokens), labels, NO_LABEL)  # logits (B, L, vocab)
+
+    return fit(model, batch_loss, steps, lr, seed=seed, betas=(0.9, 0.98), clip_norm=1.0,
+               warmup=True)
 
 
 @torch.no_grad()
@@ -206,7 +195,7 @@ def accuracy_by_length(
     ``{length: accuracy}``; ``num_examples`` sequences of exactly that length each, from
     :func:`make_shift_task` with ``seed`` and tokens drawn from the model's whole vocabulary
     (``config.vocab_size``). A learned table shorter than a length raises the positional
-    layer's ``ValueError``.
+    layer's ``BookError``.
     """
     require(len(lengths) > 0, "lengths", "a non-empty list of lengths", "[]")
     device = next(model.parameters()).device
