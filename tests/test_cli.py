@@ -1,4 +1,5 @@
-"""The command line end to end: train on a tiny config, translate, evaluate, and its errors."""
+"""The command line end to end: train on a tiny config, translate, evaluate, and its errors:
+a BookError is one line and exit status 2, anything else a traceback."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ import shutil
 import pytest
 
 from transformer_book.cli import main
+from transformer_book.train.step import NonFiniteLossError
+from transformer_book.util.validation import BookError
 
 TINY = """
 [model]
@@ -56,6 +59,7 @@ def _record(folder, kind):
     return json.loads(found[-1].read_text())
 
 
+@pytest.mark.slow
 def test_train_writes_checkpoints_and_a_record(run):
     names = sorted(p.name for p in (run / "run").glob("step_*"))
     assert names == ["step_00000010", "step_00000020"]
@@ -65,6 +69,7 @@ def test_train_writes_checkpoints_and_a_record(run):
     assert record["final_checkpoint"].endswith("step_00000020")
 
 
+@pytest.mark.slow
 def test_translate_sentences_and_stdin(run, capsys, monkeypatch):
     code = main(["translate", "Ein Mann fährt Fahrrad.", "Zwei Hunde spielen.",
                  "--checkpoint", str(run / "run"), "--beam", "1"])
@@ -76,6 +81,7 @@ def test_translate_sentences_and_stdin(run, capsys, monkeypatch):
     assert len(capsys.readouterr().out.splitlines()) == 2
 
 
+@pytest.mark.slow
 def test_translate_refuses_empty_and_overlong_input(run, capsys):
     assert main(["translate", "", "--checkpoint", str(run / "run")]) == 2
     err = capsys.readouterr().err
@@ -86,6 +92,7 @@ def test_translate_refuses_empty_and_overlong_input(run, capsys):
     assert "sentences[1]: expected at most 128 BPE tokens (the model's max_len positions)" in err
 
 
+@pytest.mark.slow
 def test_evaluate_with_limit_and_averaging(run, capsys):
     results = run / "eval-results"
     code = main(["evaluate", "--checkpoint", str(run / "run"), "--split", "test_2016_flickr",
@@ -119,12 +126,14 @@ def test_evaluate_with_limit_and_averaging(run, capsys):
     assert record["averaged"] == 2 and record["checkpoints"][0].endswith("step_00000010")
 
 
+@pytest.mark.slow
 def test_evaluate_refuses_averaging_more_checkpoints_than_exist(run, capsys):
     assert main(["evaluate", "--checkpoint", str(run / "run"), "--average", "5",
                  "--limit", "2", "--results", str(run / "none")]) == 2
     assert "average: expected at most the 2 checkpoints" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_corrupted_checkpoint_is_a_clear_error(run, tmp_path, capsys):
     copy = tmp_path / "step_00000020"
     shutil.copytree(run / "run" / "step_00000020", copy)
@@ -152,9 +161,49 @@ def test_config_with_unknown_keys_is_a_clear_error(tmp_path, capsys):
     assert "[train]" in err and "unknown keys ['learning_rate']" in err
 
 
+@pytest.mark.slow
 def test_training_into_a_run_of_another_config_is_refused(run, multi30k_dir, tmp_path, capsys):
     other = tmp_path / "other.toml"
     other.write_text(TINY.format(data_dir=multi30k_dir).replace("max_len = 128", "max_len = 120"))
     assert main(["train", "--config", str(other), "--out", str(run / "run"), "--quiet",
                  "--results", str(tmp_path / "results")]) == 2
     assert "[model] max_len: 128 in the checkpoint, 120 now" in capsys.readouterr().err
+
+
+def test_a_book_error_is_one_line_and_exit_status_2(monkeypatch, capsys):
+    def refuse() -> str:
+        raise BookError("prefer: expected cpu, received 'tpu'")
+
+    monkeypatch.setattr("transformer_book.util.env.format_report", refuse)
+    assert main(["env"]) == 2
+    captured = capsys.readouterr()
+    assert captured.err == "transformer-book env: error: prefer: expected cpu, received 'tpu'\n"
+    assert captured.out == ""
+
+
+@pytest.mark.parametrize("bug", [RuntimeError("a bug"), ValueError("a bug"), KeyError("a bug")])
+def test_any_other_exception_propagates_with_its_traceback(monkeypatch, capsys, bug):
+    def broken() -> str:
+        raise bug
+
+    monkeypatch.setattr("transformer_book.util.env.format_report", broken)
+    with pytest.raises(type(bug), match="a bug"):
+        main(["env"])
+    assert capsys.readouterr().err == ""
+
+
+def test_a_diverged_training_run_exits_with_status_1(monkeypatch, tmp_path, capsys):
+    def diverge(*args, **kwargs):
+        raise NonFiniteLossError("the loss became nan at step 3")
+
+    monkeypatch.setattr("transformer_book.train.loop.train", diverge)
+    config = tmp_path / "run.toml"
+    config.write_text('[model]\npreset = "tiny"\n[train]\nmax_steps = 5\n')
+    assert main(["train", "--config", str(config), "--out", str(tmp_path / "run")]) == 1
+    assert capsys.readouterr().err == (
+        "transformer-book train: error: the loss became nan at step 3\n")
+
+
+def test_bad_limit_is_refused_before_loading_anything(tmp_path, capsys):
+    assert main(["evaluate", "--checkpoint", str(tmp_path), "--limit", "0"]) == 2
+    assert "--limit: expected an integer >= 1, received 0" in capsys.readouterr().err

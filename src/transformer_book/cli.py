@@ -15,20 +15,23 @@ Subcommands::
                               [--stop exact|k_finished]
 
 Errors in what was asked (bad config, unknown keys, empty input, corrupted or mismatched
-checkpoints) print ``transformer-book <cmd>: error: ...`` and exit with code 2; a training
-loss that becomes NaN/inf exits with code 1 and a diagnostic.
+checkpoints) raise :class:`~transformer_book.util.validation.BookError`, which prints
+``transformer-book <cmd>: error: ...`` and exits with code 2; a training loss that becomes
+NaN/inf exits with code 1 and a diagnostic. Any other exception is a bug and shows its
+traceback.
 
 Each subcommand is a function ``_cmd_<name>(args) -> int`` registered in
-:func:`build_parser`.
+:func:`build_parser`. The package is imported inside them (this module alone may do so), so
+``transformer-book --help`` answers before torch has loaded.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
-import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 
 def _cmd_env(args: argparse.Namespace) -> int:
@@ -51,6 +54,7 @@ def _cmd_assignments(args: argparse.Namespace) -> int:
 def _cmd_train(args: argparse.Namespace) -> int:
     from transformer_book.run.config import load_run_config
     from transformer_book.train.loop import train
+    from transformer_book.train.step import NonFiniteLossError
 
     config = load_run_config(args.config)
     if args.max_steps is not None:
@@ -59,18 +63,22 @@ def _cmd_train(args: argparse.Namespace) -> int:
         config.train.max_minutes = args.max_minutes
     config.validate(f"{args.config} (with command-line overrides)")
     name = Path(args.config).stem
-    result = train(
-        config,
-        args.out or Path("runs") / name,
-        resume=not args.no_resume,
-        progress=not args.quiet,
-        device=args.device,
-        results_dir=args.results,
-        name=name,
-        command=args.argv,
-        bleu_sentences=args.bleu_sentences,
-        val_sentences=args.val_sentences,
-    )
+    try:
+        result = train(
+            config,
+            args.out or Path("runs") / name,
+            resume=not args.no_resume,
+            progress=not args.quiet,
+            device=args.device,
+            results_dir=args.results,
+            name=name,
+            command=args.argv,
+            bleu_sentences=args.bleu_sentences,
+            val_sentences=args.val_sentences,
+        )
+    except NonFiniteLossError as error:  # the run diverged: not a mistake in what was asked
+        print(f"transformer-book train: error: {error}", file=sys.stderr)
+        return 1
     if result.rank == 0:  # under torchrun only rank 0 reports
         print(f"final checkpoint: {result.final_checkpoint}")
     return 0
@@ -90,7 +98,8 @@ def _read_sentences(sentences: list[str]) -> list[str]:
 
 
 def _cmd_translate(args: argparse.Namespace) -> int:
-    from transformer_book.inference.translate import load_trained, translate
+    from transformer_book.inference.trained import load_trained
+    from transformer_book.inference.translate import translate
 
     sentences = _read_sentences(args.sentences)
     trained = load_trained(args.checkpoint, device=args.device)
@@ -102,44 +111,49 @@ def _cmd_translate(args: argparse.Namespace) -> int:
 
 def _cmd_evaluate(args: argparse.Namespace) -> int:
     from transformer_book.data.multi30k import load_multi30k
-    from transformer_book.data.tokenizer import atomic_write_text
     from transformer_book.inference.scoring import corpus_bleu
-    from transformer_book.inference.translate import load_trained, translate
-    from transformer_book.util.records import (
-        command_line,
-        git_commit,
-        hardware_info,
-        write_record,
-    )
+    from transformer_book.inference.trained import load_trained
+    from transformer_book.inference.translate import translate
+    from transformer_book.util.files import atomic_write_text
+    from transformer_book.util.records import write_record
+    from transformer_book.util.timing import Stopwatch
     from transformer_book.util.validation import require_positive_int
 
     if args.limit is not None:
         require_positive_int(args.limit, "--limit")
     if args.average is not None:
         require_positive_int(args.average, "--average")
-    started = time.perf_counter()
-    trained = load_trained(args.checkpoint, device=args.device, average=args.average)
-    data = trained.run_config.data
-    pairs = load_multi30k(args.split, data.src, data.tgt, data.data_dir)[: args.limit]
-    dec = trained.run_config.decode
-    beam = dec.beam_size if args.beam is None else args.beam
-    alpha = dec.alpha if args.alpha is None else args.alpha
-    decode_started = time.perf_counter()
-    hypotheses = translate(
-        trained,
-        [s for s, _ in pairs],
-        beam_size=beam,
-        alpha=alpha,
-        stop=args.stop,
-        argument=f"{args.split} sentences",
-    )
-    decode_seconds = time.perf_counter() - decode_started
-    bleu = corpus_bleu(hypotheses, [t for _, t in pairs])
-    print(bleu)
-    if args.hypotheses is not None:
-        atomic_write_text(args.hypotheses, "\n".join(hypotheses) + "\n")
-    run_name = trained.checkpoints[-1].parent.name
-    record = {
+    with Stopwatch() as wall:
+        trained = load_trained(args.checkpoint, device=args.device, average=args.average)
+        data, dec = trained.run_config.data, trained.run_config.decode
+        pairs = load_multi30k(args.split, data.src, data.tgt, data.data_dir)[: args.limit]
+        beam = dec.beam_size if args.beam is None else args.beam
+        alpha = dec.alpha if args.alpha is None else args.alpha
+        with Stopwatch() as decoding:
+            hypotheses = translate(trained, [s for s, _ in pairs], beam_size=beam, alpha=alpha,
+                                   stop=args.stop, argument=f"{args.split} sentences")
+        bleu = corpus_bleu(hypotheses, [t for _, t in pairs])
+        print(bleu)
+        if args.hypotheses is not None:
+            atomic_write_text(args.hypotheses, "\n".join(hypotheses) + "\n")
+    record = _evaluation_record(args, trained, pairs, hypotheses, bleu, beam, alpha)
+    record.update(decode_seconds=decoding.seconds, wall_seconds=wall.seconds)
+    if args.results is not None:
+        run_name = trained.checkpoints[-1].parent.name
+        path = write_record(args.results, "evaluate", f"{run_name}-{args.split}", record)
+        print(f"record: {path}")
+    return 0
+
+
+def _evaluation_record(args: argparse.Namespace, trained: Any, pairs: list[tuple[str, str]],
+                       hypotheses: list[str], bleu: Any, beam: int, alpha: float
+                       ) -> dict[str, Any]:
+    """What ``evaluate`` writes into ``results/``: the command, the machine, the decoding
+    settings, the scores with their signatures and the first five translations."""
+    from transformer_book.util.records import command_line, git_commit, hardware_info
+
+    data, dec = trained.run_config.data, trained.run_config.decode
+    return {
         "kind": "evaluate",
         "command": command_line(args.argv),
         "git": git_commit(),
@@ -167,22 +181,16 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
         "brevity_penalty": bleu.brevity_penalty,
         "hyp_len": bleu.hyp_len,
         "ref_len": bleu.ref_len,
-        "decode_seconds": decode_seconds,
-        "wall_seconds": time.perf_counter() - started,
         "examples": [
             {"source": s, "reference": t, "hypothesis": h}
             for (s, t), h in list(zip(pairs, hypotheses, strict=True))[:5]
         ],
         "model_config": trained.model_config.to_dict(),
     }
-    if args.results is not None:
-        path = write_record(args.results, "evaluate", f"{run_name}-{args.split}", record)
-        print(f"record: {path}")
-    return 0
 
 
 def _add_stop_argument(parser: argparse.ArgumentParser) -> None:
-    from transformer_book.inference.decode import STOPPING_RULES
+    from transformer_book.inference.beam import STOPPING_RULES
 
     parser.add_argument(
         "--stop",
@@ -212,6 +220,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     assignments.set_defaults(run=_cmd_assignments)
 
+    _add_train_parser(commands)
+    _add_translate_parser(commands)
+    _add_evaluate_parser(commands)
+    return parser
+
+
+def _add_train_parser(commands: Any) -> None:
     train = commands.add_parser(
         "train", help="train a translation model (Section 5) from a TOML config"
     )
@@ -224,12 +239,7 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="run folder for tokenizer and checkpoints (default runs/<config>)",
     )
-    train.add_argument(
-        "--results",
-        type=Path,
-        default=Path("results"),
-        help="folder for the JSON record (default results)",
-    )
+    _add_results_argument(train)
     train.add_argument("--max-steps", type=int, default=None, help="override [train] max_steps")
     train.add_argument(
         "--max-minutes", type=float, default=None, help="override [train] max_minutes"
@@ -255,82 +265,84 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--quiet", action="store_true", help="no progress bar")
     train.set_defaults(run=_cmd_train)
 
+
+def _add_translate_parser(commands: Any) -> None:
     translate = commands.add_parser("translate", help="translate sentences with a checkpoint")
     translate.add_argument(
         "sentences", nargs="+", help="source sentences; - reads one sentence per line from stdin"
     )
-    translate.add_argument(
-        "--checkpoint",
-        required=True,
-        type=Path,
-        help="a checkpoint folder or a run folder (its newest checkpoint)",
-    )
-    translate.add_argument(
-        "--beam",
-        type=int,
-        default=None,
-        help="beam size (1 = greedy; default: the config's [decode])",
-    )
-    translate.add_argument("--alpha", type=float, default=None, help="length penalty α")
-    _add_stop_argument(translate)
-    translate.add_argument("--device", default=None, help="cpu, cuda, ... (default cpu)")
+    _add_decoding_arguments(translate)
     translate.set_defaults(run=_cmd_translate)
 
+
+def _add_evaluate_parser(commands: Any) -> None:
     evaluate = commands.add_parser(
         "evaluate", help="BLEU of a checkpoint on a Multi30k split (Section 6.1)"
     )
     evaluate.add_argument(
-        "--checkpoint",
-        required=True,
-        type=Path,
-        help="a checkpoint folder or a run folder (its newest checkpoint)",
-    )
-    evaluate.add_argument(
         "--split", default="test_2016_flickr", help="val or test_2016_flickr (default)"
     )
-    evaluate.add_argument(
-        "--beam",
-        type=int,
-        default=None,
-        help="beam size (1 = greedy; default: the config's [decode])",
-    )
-    evaluate.add_argument("--alpha", type=float, default=None, help="length penalty α")
-    _add_stop_argument(evaluate)
+    _add_decoding_arguments(evaluate)
     evaluate.add_argument(
         "--average", type=int, default=None, help="average the last N checkpoints of the run folder"
     )
     evaluate.add_argument("--limit", type=int, default=None, help="only the first K sentences")
-    evaluate.add_argument(
-        "--results",
-        type=Path,
-        default=Path("results"),
-        help="folder for the JSON record (default results)",
-    )
+    _add_results_argument(evaluate)
     evaluate.add_argument(
         "--hypotheses",
         type=Path,
         default=None,
         help="also write the translations here, one per line",
     )
-    evaluate.add_argument("--device", default=None, help="cpu, cuda, ... (default cpu)")
     evaluate.set_defaults(run=_cmd_evaluate)
-    return parser
+
+
+def _add_decoding_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--checkpoint``, ``--beam``, ``--alpha``, ``--stop`` and ``--device``: what
+    ``translate`` and ``evaluate`` share."""
+    parser.add_argument(
+        "--checkpoint",
+        required=True,
+        type=Path,
+        help="a checkpoint folder or a run folder (its newest checkpoint)",
+    )
+    parser.add_argument(
+        "--beam",
+        type=int,
+        default=None,
+        help="beam size (1 = greedy; default: the config's [decode])",
+    )
+    parser.add_argument("--alpha", type=float, default=None, help="length penalty α")
+    _add_stop_argument(parser)
+    parser.add_argument("--device", default=None, help="cpu, cuda, ... (default cpu)")
+
+
+def _add_results_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--results",
+        type=Path,
+        default=Path("results"),
+        help="folder for the JSON record (default results)",
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the ``transformer-book`` console script."""
+    """Entry point of the ``transformer-book`` console script.
+
+    A :class:`~transformer_book.util.validation.BookError` (a refusal of what was asked)
+    prints one line and returns 2; any other exception propagates with its traceback.
+    """
     parser = build_parser()
     argv = list(sys.argv[1:] if argv is None else argv)
     args = parser.parse_args(argv)
     args.argv = ["transformer-book", *argv]
+    from transformer_book.util.validation import BookError
+
     try:
         return int(args.run(args))
-    except ValueError as error:
+    except BookError as error:
         print(f"transformer-book {args.command}: error: {error}", file=sys.stderr)
         return 2
-    except FloatingPointError as error:  # train.loop.NonFiniteLossError
-        print(f"transformer-book {args.command}: error: {error}", file=sys.stderr)
-        return 1
 
 
 if __name__ == "__main__":
