@@ -29,9 +29,12 @@ book: $(STAMP)
 ## test: ruff, unit tests, nbval over notebooks/, and the book build with warnings as errors
 test: lint unit nbval book
 
+## lint: ruff, the notebooks' setup cells, no copied code (pylint), floors and sizes
 lint: $(STAMP)
 	$(BIN)/ruff check src tests scripts benchmarks notebooks
 	$(PY) scripts/sync_notebooks.py --check
+	$(BIN)/pylint --disable=all --enable=duplicate-code src/transformer_book
+	$(PY) scripts/check_structure.py
 
 unit: $(STAMP)
 	$(WORKER_ENV) $(PY) -m pytest tests -n $(JOBS) -q
