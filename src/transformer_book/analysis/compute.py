@@ -264,7 +264,7 @@ def find_accelerator(device_name: str) -> Accelerator:
     Accepts the table's keys ("H200", "p100-pcie") and the names ``torch.cuda.get_device_name``
     reports ("NVIDIA H200", "Tesla T4", "NVIDIA A100-SXM4-80GB", "Tesla P100-PCIE-16GB"):
     case, spaces and hyphens are ignored and the longest key contained in the name wins.
-    An unknown name raises a :class:`~transformer_book.util.validation.BookError` listing the known ones.
+    An unknown name raises a ``BookError`` listing the known ones.
     """
     require(isinstance(device_name, str) and device_name.strip() != "", "device_name",
             "a non-empty string", repr(device_name))
@@ -283,7 +283,7 @@ def peak_flops(device_name: str, precision: str) -> float:
     """Dense peak of ``device_name`` in ``precision``, in FLOP/s (not TFLOP/s).
 
     ``peak_flops("H200", "bf16") == 989.5e12``. A precision the chip lacks (bf16 on a T4 or a
-    P100) raises a :class:`~transformer_book.util.validation.BookError` listing the ones it has.
+    P100) raises a ``BookError`` listing the ones it has.
     """
     accelerator = find_accelerator(device_name)
     require(isinstance(precision, str), "precision", "a string such as 'bf16'", repr(precision))
