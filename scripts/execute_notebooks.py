@@ -9,27 +9,27 @@ if it ran without error, through a temporary file, so a failure never leaves hal
 from __future__ import annotations
 
 import sys
-import time
 from pathlib import Path
 
 import nbformat
 from nbclient import NotebookClient
 
 from transformer_book.course.assignments import write_notebook_atomically
+from transformer_book.util.timing import Stopwatch
 
 
 def execute(path: Path, timeout: int = 1800) -> float:
+    """Run ``path`` in a fresh kernel, write it back with its new outputs; wall seconds."""
     notebook = nbformat.read(path, as_version=4)
-    started = time.perf_counter()
-    NotebookClient(
-        notebook,
-        timeout=timeout,
-        kernel_name="python3",
-        resources={"metadata": {"path": str(path.parent)}},
-    ).execute()
-    elapsed = time.perf_counter() - started
+    with Stopwatch() as watch:
+        NotebookClient(
+            notebook,
+            timeout=timeout,
+            kernel_name="python3",
+            resources={"metadata": {"path": str(path.parent)}},
+        ).execute()
     write_notebook_atomically(notebook, path)
-    return elapsed
+    return watch.seconds
 
 
 def main(paths: list[str]) -> int:

@@ -18,6 +18,9 @@ from pathlib import Path
 import nbformat
 import yaml
 
+from transformer_book.course.assignments import write_notebook_atomically
+from transformer_book.util.validation import fail, require
+
 ROOT = Path(__file__).resolve().parents[1]
 BADGE_IMAGE = "https://colab.research.google.com/assets/colab-badge.svg"
 SETUP_TAGS = ["colab-setup", "hide-input"]
@@ -27,10 +30,8 @@ def repository() -> tuple[str, str]:
     """``(url, branch)`` of the repository, from ``_config.yml``."""
     config = yaml.safe_load((ROOT / "_config.yml").read_text(encoding="utf-8"))
     url = config["repository"]["url"].rstrip("/")
-    if not re.fullmatch(r"https://github\.com/[\w.-]+/[\w.-]+", url):
-        raise ValueError(
-            f"_config.yml repository.url: expected https://github.com/OWNER/REPO, received {url}"
-        )
+    require(re.fullmatch(r"https://github\.com/[\w.-]+/[\w.-]+", url) is not None,
+            "_config.yml repository.url", "https://github.com/OWNER/REPO", url)
     return url, config["repository"].get("branch", "main")
 
 
@@ -40,7 +41,9 @@ def title_of(notebook: nbformat.NotebookNode, name: str) -> str:
         for line in notebook.cells[0].source.splitlines():
             if line.startswith("# "):
                 return line[2:].strip()
-    raise ValueError(f"{name}: expected cell 0 to be markdown starting with '# <title>'")
+    first = notebook.cells[0] if notebook.cells else None
+    received = "no cells" if first is None else f"a {first.cell_type} cell without '# ' heading"
+    raise fail(name, "cell 0 to be markdown starting with '# <title>'", received)
 
 
 def header_cells(title: str, notebook_name: str, url: str, branch: str) -> tuple[str, str]:
@@ -84,7 +87,7 @@ def sync(path: Path, *, write: bool) -> bool:
         cells[1] = setup
     else:
         cells.insert(1, setup)
-    nbformat.write(notebook, path)
+    write_notebook_atomically(notebook, path)
     return False
 
 

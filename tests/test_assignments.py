@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import os
 
 import nbformat
 import pytest
@@ -18,6 +19,7 @@ from transformer_book.course.assignments import (
     make_student_notebook,
     strip_solution,
 )
+from transformer_book.util.validation import BookError
 
 
 @pytest.fixture(scope="module")
@@ -113,5 +115,15 @@ def test_solution_cells_removed_and_outputs_cleared():
 
 
 def test_empty_source_folder_is_an_error(tmp_path):
-    with pytest.raises(ValueError, match=r"source_dir: expected a folder with \.ipynb files"):
+    with pytest.raises(BookError, match=r"source_dir: expected a folder with \.ipynb files"):
         make_assignments(tmp_path, tmp_path / "out")
+
+
+def test_student_notebooks_are_readable_as_the_umask_allows(tmp_path):
+    previous = os.umask(0o022)
+    try:
+        written = make_assignments(NOTEBOOKS[0].parent, tmp_path / "student")
+    finally:
+        os.umask(previous)
+    assert {path.stat().st_mode & 0o777 for path in written} == {0o644}
+    assert issubclass(MarkerError, BookError)

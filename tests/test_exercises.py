@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from transformer_book.course.exercises import REGISTRY, check, load_all, run_check
+from transformer_book.course.exercises.core import REGISTRY, check, load_all, run_check
+from transformer_book.util.validation import BookError
 
 
 def good_softmax(x, dim=-1):
@@ -76,7 +77,7 @@ def test_checks_use_fresh_inputs_each_run():
 
 
 def test_unknown_exercise_lists_known_ones():
-    with pytest.raises(ValueError, match=r"exercise_id: expected one of .*00\.1.*received '99\.9'"):
+    with pytest.raises(BookError, match=r"exercise_id: expected one of .*00\.1.*received '99\.9'"):
         run_check("99.9", good_softmax)
 
 

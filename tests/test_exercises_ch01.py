@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from transformer_book.course.exercises import run_check
+from transformer_book.course.exercises.core import run_check
 from transformer_book.data.batching import TokenBudgetSampler, pad_sequences, token_mask
 
 

@@ -9,7 +9,7 @@ import pytest
 import yaml
 from notebook_utils import NOTEBOOKS, ROOT, check_cells, read, tags
 
-from transformer_book.course.exercises import REGISTRY, load_all
+from transformer_book.course.exercises.core import REGISTRY, load_all
 
 spec = importlib.util.spec_from_file_location(
     "sync_notebooks", ROOT / "scripts" / "sync_notebooks.py"

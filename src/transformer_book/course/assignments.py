@@ -17,12 +17,13 @@ notebook states it once.
 
 from __future__ import annotations
 
-import os
 import re
-import tempfile
 from pathlib import Path
 
 import nbformat
+
+from transformer_book.util.files import atomic_write_text
+from transformer_book.util.validation import BookError, fail
 
 BEGIN = "### BEGIN SOLUTION"
 END = "### END SOLUTION"
@@ -30,7 +31,7 @@ SOLUTION_TAG = "solution"
 _CHECK_CALL = re.compile(r"""\bcheck\(\s*["'](?P<id>\d\d\.\d+)["']""")
 
 
-class MarkerError(ValueError):
+class MarkerError(BookError):
     """A solution marker is unbalanced; the message names the notebook and the cell."""
 
 
@@ -108,29 +109,25 @@ def make_student_notebook(notebook: nbformat.NotebookNode, name: str) -> nbforma
 
 
 def write_notebook_atomically(notebook: nbformat.NotebookNode, path: Path) -> None:
-    """Validate ``notebook`` and write it to ``path`` through a temporary file."""
+    """Validate ``notebook`` and write it to ``path`` atomically
+    (:func:`~transformer_book.util.files.atomic_write_text`: 0644 under umask 022)."""
     nbformat.validate(notebook)
+    path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    handle, temporary = tempfile.mkstemp(dir=path.parent, suffix=".ipynb.tmp")
-    try:
-        with os.fdopen(handle, "w", encoding="utf-8") as stream:
-            nbformat.write(notebook, stream)
-        os.replace(temporary, path)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
+    text = nbformat.writes(notebook)
+    atomic_write_text(path, text if text.endswith("\n") else text + "\n")  # as nbformat.write
 
 
 def make_assignments(source_dir: Path | str, out_dir: Path | str) -> list[Path]:
     """Write a student version of every ``source_dir/*.ipynb`` into ``out_dir``.
 
-    Returns the written paths. Raises :class:`MarkerError` (a ``ValueError``) naming the
+    Returns the written paths. Raises :class:`MarkerError` (a ``BookError``) naming the
     notebook and cell when a solution marker is unbalanced.
     """
     source_dir, out_dir = Path(source_dir), Path(out_dir)
     notebooks = sorted(source_dir.glob("*.ipynb"))
     if not notebooks:
-        raise ValueError(f"source_dir: expected a folder with .ipynb files, received {source_dir}")
+        raise fail("source_dir", "a folder with .ipynb files", source_dir)
     written = []
     for path in notebooks:
         notebook = nbformat.read(path, as_version=4)

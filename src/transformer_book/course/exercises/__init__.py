@@ -2,13 +2,10 @@
 
 The core (registry, ``check`` and the checkers' helpers) lives in
 :mod:`transformer_book.course.exercises.core`; each chapter's checkers live in ``chCC.py``
-beside it and are loaded on first use.
+beside it and are loaded on first use (:func:`~transformer_book.course.exercises.core.load_all`).
 """
 
 from __future__ import annotations
-
-import importlib
-import pkgutil
 
 from transformer_book.course.exercises.core import (
     REGISTRY,
@@ -21,6 +18,7 @@ from transformer_book.course.exercises.core import (
     expect_equal,
     expect_tensor,
     fresh_generator,
+    load_all,
     run_check,
 )
 
@@ -39,9 +37,3 @@ __all__ = [
     "run_check",
 ]
 
-
-def load_all() -> None:
-    """Import every ``chCC`` module so that its checkers register themselves."""
-    for info in pkgutil.iter_modules(__path__):
-        if info.name.startswith("ch"):
-            importlib.import_module(f"{__name__}.{info.name}")

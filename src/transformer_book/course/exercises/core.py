@@ -24,12 +24,17 @@ Writing a checker::
 
 from __future__ import annotations
 
+import importlib
 import os
+import pkgutil
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Literal
 
 import torch
+
+from transformer_book.util.validation import fail
 
 Status = Literal["passed", "failed", "not attempted"]
 Checker = Callable[[Callable[..., Any]], str]
@@ -75,20 +80,26 @@ def exercise(exercise_id: str, title: str) -> Callable[[Checker], Checker]:
 
     def register(checker: Checker) -> Checker:
         if exercise_id in REGISTRY:
-            raise ValueError(f"exercise_id: {exercise_id!r} is registered twice")
+            raise fail("exercise_id", "an id registered once", f"{exercise_id!r} a second time")
         REGISTRY[exercise_id] = Exercise(exercise_id, title, checker)
         return checker
 
     return register
 
 
-def _lookup(exercise_id: str) -> Exercise:
-    from transformer_book.course.exercises import load_all
+def load_all() -> None:
+    """Import every ``chCC`` module beside this one, so that its checkers register."""
+    package = __name__.rpartition(".")[0]  # transformer_book.course.exercises
+    for info in pkgutil.iter_modules([str(Path(__file__).parent)]):
+        if info.name.startswith("ch"):
+            importlib.import_module(f"{package}.{info.name}")
 
+
+def _lookup(exercise_id: str) -> Exercise:
     load_all()
     if exercise_id not in REGISTRY:
-        known = ", ".join(sorted(REGISTRY)) or "none"
-        raise ValueError(f"exercise_id: expected one of {known}, received {exercise_id!r}")
+        raise fail("exercise_id", f"one of {', '.join(sorted(REGISTRY)) or 'none'}",
+                   repr(exercise_id))
     return REGISTRY[exercise_id]
 
 
