@@ -47,6 +47,14 @@ if str(HERE) not in sys.path:  # the bench files import their shared helpers fro
 
 from _common import CLOCKS, write_json  # noqa: E402  (benchmarks/_common.py)
 
+from transformer_book.util.records import (  # noqa: E402
+    command_line,
+    git_commit,
+    hardware_info,
+    utc_timestamp,
+)
+from transformer_book.util.validation import fail, require  # noqa: E402
+
 # Goals for rows whose benchmark does not state its own (see the module docstring).
 GOALS = {
     "attention fast": 0.9,
@@ -63,12 +71,11 @@ def discover(folder: Path = HERE) -> list[Path]:
 def load(path: Path) -> ModuleType:
     """Import a benchmark file as a module (the folder is not a package)."""
     spec = importlib.util.spec_from_file_location(path.stem, path)
-    if spec is None or spec.loader is None:
-        raise ValueError(f"path: expected a Python file, received {path}")
+    require(spec is not None and spec.loader is not None, "path", "a Python file", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    if not callable(getattr(module, "run", None)):
-        raise ValueError(f"{path.name}: expected a function run(quick, clock), found none")
+    require(callable(getattr(module, "run", None)), path.name, "a function run(quick, clock)",
+            "none")
     return module
 
 
@@ -99,11 +106,9 @@ def normalise(source: str, rows: Sequence[dict[str, Any]]) -> list[dict[str, Any
             continue
         missing = [key for key in ("name", "ours", "reference", "ratio") if key not in row]
         if missing:
-            raise ValueError(f"{source}: expected rows with name/ours/reference/ratio, "
-                             f"received a row without {missing}")
+            raise fail(source, "rows with name/ours/reference/ratio", f"a row without {missing}")
         goal = row.get("goal", GOALS.get(source.removeprefix("bench_")))
-        if goal is None:
-            raise ValueError(f"{source}: expected a goal in the row or in GOALS, received none")
+        require(goal is not None, source, "a goal in the row or in GOALS", "none")
         table.append(_row(row["name"], row.get("unit", ""), row["ours"], row["reference"],
                           row["ratio"], goal, source))
     return table
@@ -143,8 +148,6 @@ def format_table(table: Sequence[dict[str, Any]]) -> str:
 
 def write_results(folder: Path, record: dict[str, Any]) -> Path:
     """Write ``record`` to ``folder/bench-<UTC timestamp>.json`` atomically (temp + rename)."""
-    from transformer_book.util.records import utc_timestamp
-
     folder.mkdir(parents=True, exist_ok=True)
     target = folder / f"bench-{utc_timestamp()}.json"
     counter = 1
@@ -163,8 +166,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--clock", choices=sorted(CLOCKS), default="wall",
                         help="wall time, or this process's CPU time (steadier when busy)")
     args = parser.parse_args(argv)
-    from transformer_book.util.records import command_line, git_commit, hardware_info
-
     table, raw = run_all(quick=args.quick, clock=args.clock)
     print(format_table(table))
     if args.results is not None:

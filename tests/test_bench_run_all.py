@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from transformer_book.util.validation import BookError
+
 ROOT = Path(__file__).resolve().parents[1]
 spec = importlib.util.spec_from_file_location("run_all", ROOT / "benchmarks" / "run_all.py")
 run_all = importlib.util.module_from_spec(spec)
@@ -48,10 +50,10 @@ def test_generic_rows_take_their_goal_from_the_row_or_the_table():
 
 
 def test_bad_rows_are_named():
-    with pytest.raises(ValueError, match=r"bench_x: expected rows with name/ours/reference/"
+    with pytest.raises(BookError, match=r"bench_x: expected rows with name/ours/reference/"
                                          r"ratio, received a row without \['ratio'\]"):
         run_all.normalise("bench_x", [{"name": "n", "ours": 1, "reference": 1}])
-    with pytest.raises(ValueError, match="bench_x: expected a goal"):
+    with pytest.raises(BookError, match="bench_x: expected a goal"):
         run_all.normalise("bench_x", [{"name": "n", "ours": 1, "reference": 1, "ratio": 1}])
 
 
@@ -79,5 +81,5 @@ def test_run_all_with_fake_benchmarks_and_the_json_record(tmp_path, capsys):
 def test_a_file_without_run_is_refused(tmp_path):
     broken = tmp_path / "bench_broken.py"
     broken.write_text("x = 1\n")
-    with pytest.raises(ValueError, match=r"bench_broken.py: expected a function run"):
+    with pytest.raises(BookError, match=r"bench_broken.py: expected a function run"):
         run_all.load(broken)
