@@ -19,8 +19,8 @@ from transformer_book.course.cache import (
     course_cache_dir,
     load_completed,
 )
-from transformer_book.inference import load_trained
-from transformer_book.run import list_checkpoints
+from transformer_book.inference.trained import load_trained
+from transformer_book.run.checkpoint import list_checkpoints
 from transformer_book.run.config import RunConfig
 
 

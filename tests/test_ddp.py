@@ -27,8 +27,10 @@ import torch
 
 from transformer_book.data.batching import TokenBudgetSampler
 from transformer_book.run.config import load_run_config
-from transformer_book.train import train
 from transformer_book.train.corpus import TOKENIZER_FILE, TOKENIZER_INFO, prepare_data
+from transformer_book.train.loop import train
+
+pytestmark = pytest.mark.slow  # spawns two training processes
 
 REPO = Path(__file__).resolve().parents[1]
 MAX_TOKENS = 128  # per process and per side

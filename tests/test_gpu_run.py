@@ -36,6 +36,7 @@ def _config(folder: Path, name: str, data_dir: Path, extra: str = "") -> str:
     return str(path)
 
 
+@pytest.mark.slow
 def test_trains_chooses_on_val_and_scores_the_choice_on_test(gpu_run, multi30k_dir, tmp_path,
                                                              capsys):
     configs = [_config(tmp_path, "tiny-a", multi30k_dir, "seed = 1\n"),
@@ -67,6 +68,7 @@ def test_trains_chooses_on_val_and_scores_the_choice_on_test(gpu_run, multi30k_d
     assert f"test_2016_flickr, {chosen} (best on val)" in capsys.readouterr().out
 
 
+@pytest.mark.slow
 def test_a_failed_run_is_reported_and_the_others_go_on(gpu_run, multi30k_dir, tmp_path):
     good = _config(tmp_path, "tiny-good", multi30k_dir)
     bad = _config(tmp_path, "tiny-bad", multi30k_dir, "warmup = 4000\n")  # an unknown key
@@ -84,6 +86,7 @@ def test_a_failed_run_is_reported_and_the_others_go_on(gpu_run, multi30k_dir, tm
     assert code == 1, "nothing trained: no test score, a failing exit status"
 
 
+@pytest.mark.slow
 def test_a_hung_or_failing_child_is_an_error_naming_its_log(gpu_run, tmp_path):
     log = tmp_path / "child.log"
     hung = gpu_run._start([sys.executable, "-c", "import time; time.sleep(60)"], log,
