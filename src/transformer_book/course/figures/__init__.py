@@ -2,8 +2,8 @@
 
 Every figure function takes data and returns a :class:`matplotlib.figure.Figure`
 (never calls ``plt.show``), so notebooks stay free of styling code: a cell ends with
-``fig`` and Jupyter draws it once. Topic modules (``viz.attention``, ``viz.curves``,
-...) build on :func:`new_figure` and the palette here.
+``fig`` and Jupyter draws it once. One module per chapter's topic (``figures.attention``,
+``figures.training``, ...) builds on :func:`new_figure` and the palette here.
 """
 
 from __future__ import annotations
@@ -65,7 +65,7 @@ def as_array(values: Any, argument: str, ndim: int, *, size: int | None = None,
              positive: bool = False) -> np.ndarray:
     """A non-empty, finite float NumPy array of ``ndim`` dimensions, from a tensor (any device,
     with or without grad), an array or nested lists; ``size`` fixes the length of a 1-D array
-    and ``positive`` requires values > 0 (log axes). Anything else is a ``ValueError`` that
+    and ``positive`` requires values > 0 (log axes). Anything else is a ``BookError`` that
     names ``argument``."""
     if hasattr(values, "detach"):  # torch.Tensor
         values = values.detach().to("cpu").double().numpy()
