@@ -1,11 +1,15 @@
 """read_records reads back what write_record wrote, oldest first, with the time it was written."""
 
+import json
+import math
+import os
 from datetime import datetime, timezone
 
 import pytest
 
 from transformer_book.util import records
 from transformer_book.util.records import read_records, write_record
+from transformer_book.util.validation import BookError
 
 
 def test_read_records_returns_each_kind_oldest_first_with_its_time(tmp_path, monkeypatch):
@@ -25,6 +29,18 @@ def test_read_records_returns_each_kind_oldest_first_with_its_time(tmp_path, mon
 
 def test_read_records_refuses_a_file_name_without_a_time(tmp_path):
     (tmp_path / "train-small.json").write_text("{}")
-    with pytest.raises(ValueError, match=r"results_dir: expected record files named "
+    with pytest.raises(BookError, match=r"results_dir: expected record files named "
                                          r"train-<name>-<UTC time>.json.*train-small.json"):
         read_records(tmp_path, "train")
+
+
+def test_a_record_is_strict_json_readable_as_the_umask_allows(tmp_path):
+    previous = os.umask(0o022)
+    try:
+        path = write_record(tmp_path, "train", "tiny", {"loss": math.nan, "steps": [1, math.inf]})
+    finally:
+        os.umask(previous)
+    assert path.stat().st_mode & 0o777 == 0o644
+    assert json.loads(path.read_text()) == {"loss": None, "steps": [1, None]}
+    with pytest.raises(BookError, match=r"record: expected a dict, received list"):
+        write_record(tmp_path, "train", "tiny", [1])  # type: ignore[arg-type]
