@@ -47,8 +47,8 @@ def bench_one(
     x = torch.randn(batch, length, d_model, requires_grad=True)
     steps = {
         "torch": _step(ref, x, lambda m, t: m(t, t, t, need_weights=False)[0]),
-        "fast": _step(ours, x, lambda m, t: m(t)[0]),
-        "teaching": _step(ours, x, lambda m, t: m(t, need_weights=True)[0]),
+        "fast": _step(ours, x, lambda m, t: m(t, t, t)[0]),
+        "teaching": _step(ours, x, lambda m, t: m(t, t, t, need_weights=True)[0]),
     }
     times = measure(steps, repeats=repeats, warmup=max(2, repeats // 5), clock=clock)
     seconds = {name: statistics.median(ts) for name, ts in times.items()}

@@ -40,7 +40,8 @@ from transformer_book.course.cache import chapter10_dir, load_completed
 from transformer_book.data import load_multi30k
 from transformer_book.data.multi30k import DatasetUnavailableError
 from transformer_book.inference import encode_sources, load_trained, translate_ids
-from transformer_book.inference.decode import beam_search, greedy_decode
+from transformer_book.inference.beam import beam_search
+from transformer_book.inference.greedy import greedy_decode
 from transformer_book.nn.config import TransformerConfig
 from transformer_book.nn.transformer import Transformer
 from transformer_book.run import list_checkpoints
@@ -61,7 +62,7 @@ def run(quick: bool = False, clock: str = "wall") -> list[dict]:
         config = TransformerConfig.preset("small", VOCAB, max_len=128)
         model = Transformer(config).eval()
         src = torch.randint(4, VOCAB, (size["batch"], size["src_len"]))
-        fixed = dict(max_len=steps, min_len=steps)
+        fixed = dict(max_len_a=0.0, max_len_b=steps, min_len=steps)
         t = medians(measure({
             "cache": lambda: greedy_decode(model, src, use_cache=True, **fixed),
             "no cache": lambda: greedy_decode(model, src, use_cache=False, **fixed),

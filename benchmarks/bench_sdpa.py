@@ -12,10 +12,11 @@ be slower, the goal is to stay within 2x (ratio >= 0.5).
 
 Decoding rows: a decoding step asks for a few queries per head (one per hypothesis, or the
 K beams of a sentence against its source), without gradients. There
-:class:`~transformer_book.nn.attention.MultiHeadAttention` runs the explicit formula on the CPU
-(``attention._attend``, the teaching function's unchecked core, for at most ``FEW_QUERIES``
-queries) because it beats the fused kernel: forward only, under ``torch.no_grad()``, with a
-padding mask, goal ratio >= 1.
+:func:`~transformer_book.nn.attention.fused_attention`, MultiHeadAttention's fast path, runs
+the explicit formula on the CPU (:func:`~transformer_book.nn.attention.explicit_attention`,
+the teaching function without its checks, for at most ``FEW_QUERIES`` queries) because it
+beats the fused kernel: forward only, under ``torch.no_grad()``, with a padding mask, goal
+ratio >= 1. These rows are the measurement behind ``FEW_QUERIES`` (see its comment).
 
 Medians of interleaved repeats after warmup, on one intra-op thread (the course machine's
 2 cores are shared); ``--clock cpu`` times this process's CPU seconds.
@@ -30,7 +31,7 @@ import torch
 import torch.nn.functional as F
 from _common import command_line, measure, one_thread  # benchmarks/_common.py
 
-from transformer_book.nn.attention import _attend, scaled_dot_product_attention
+from transformer_book.nn.attention import explicit_attention, scaled_dot_product_attention
 
 FULL = [(32, 8, 128, 64), (32, 8, 256, 64)]  # B, h, L, d_k
 QUICK = [(8, 8, 64, 64)]
@@ -87,7 +88,7 @@ def bench_decoding(batch: int, heads: int, queries: int, keys: int, d_k: int, re
     mask = (torch.arange(keys)[None, :] < lengths[:, None])[:, None, None, :]  # (B, 1, 1, L_k)
     with torch.no_grad():
         times = measure({
-            "ours": lambda: _attend(q, k, v, mask, 0.0),  # what MultiHeadAttention runs
+            "ours": lambda: explicit_attention(q, k, v, mask, 0.0),  # what the fast path runs
             "reference": lambda: F.scaled_dot_product_attention(q, k, v, attn_mask=mask),
         }, repeats, warmup=2, clock=clock)
     median = {name: statistics.median(ts) for name, ts in times.items()}

@@ -342,6 +342,24 @@ def test_mha_fully_masked_rows_zero_and_finite_gradients(need_weights: bool) -> 
     assert all(torch.isfinite(p.grad).all() for p in mha.parameters())
 
 
+@pytest.mark.parametrize("need_weights", [False, True])
+def test_the_branch_free_path_gives_what_the_cpu_shortcuts_give(monkeypatch,
+                                                                need_weights: bool) -> None:
+    """On a GPU (or while compiling) masks are never read on the host: every row is zeroed
+    if fully masked, whether or not one is. The CPU's shortcuts must change nothing."""
+    torch.manual_seed(0)
+    mha = MultiHeadAttention(8, 2).to(F64)
+    x = randn(2, 4, 8, seed=1)
+    masks = [torch.ones(2, 1, 1, 4, dtype=torch.bool), random_mask(2, 1, 4, 4, seed=3),
+             random_mask(2, 1, 4, 4, seed=4, keep_one=False)]
+    masks[2][1, :, 2] = False  # a query that sees nothing
+    shortcut = [mha(x, x, x, mask=m, need_weights=need_weights)[0] for m in masks]
+    monkeypatch.setattr(attention, "free_to_read", lambda t: False)
+    for m, expected in zip(masks, shortcut, strict=True):
+        torch.testing.assert_close(mha(x, x, x, mask=m, need_weights=need_weights)[0], expected)
+    torch.testing.assert_close(shortcut[2][1, 2], mha.out_proj.bias)
+
+
 @SETTINGS
 @given(b=st.integers(1, 3), length=st.integers(2, 7), seed=st.integers(0, 2**16))
 def test_mha_is_permutation_equivariant(b, length, seed) -> None:

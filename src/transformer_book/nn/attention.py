@@ -22,7 +22,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from transformer_book.nn.masks import check_mask, with_causal
+from transformer_book.nn.masks import check_mask, free_to_read, with_causal
 from transformer_book.util.validation import (
     fail,
     require,
@@ -131,8 +131,10 @@ def masked_softmax(scores: torch.Tensor, mask: torch.Tensor | None) -> torch.Ten
     if mask is None:
         return torch.softmax(scores, dim=-1)
     weights = torch.softmax(scores.masked_fill(~mask, torch.finfo(scores.dtype).min), dim=-1)
-    # (..., L_q or 1, 1), computed on the small mask; filled always (no test, no sync).
-    return weights.masked_fill(~mask.any(dim=-1, keepdim=True), 0.0)
+    nothing_to_attend = ~mask.any(dim=-1, keepdim=True)  # (..., L_q or 1, 1): the small mask
+    if not free_to_read(mask) or bool(nothing_to_attend.any()):  # on a GPU: fill, never ask
+        weights = weights.masked_fill(nothing_to_attend, 0.0)
+    return weights
 
 
 def padding_mask(ids: torch.Tensor, pad_id: int) -> torch.Tensor:
@@ -218,15 +220,11 @@ def fused_attention(
     q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None,
     is_causal: bool, dropout_p: float,
 ) -> torch.Tensor:
-    """The fast path: ``F.scaled_dot_product_attention`` on ``(B, h, L, d_k)`` tensors, with
-    the teaching path's semantics, except for a few queries on the CPU without gradients,
-    where the explicit formula is faster (:data:`FEW_QUERIES`). ``is_causal`` adds the
-    top-left causal mask to ``mask``.
-
-    A query that sees no key would get NaN from the fused kernel; it attends to every key
-    instead (finite values and gradients) and its output is zeroed, always: asking whether
-    any row is fully masked would read the mask on the host (a device sync).
-    """
+    """The fast path: ``F.scaled_dot_product_attention`` on ``(B, h, L, d_k)`` tensors (the
+    explicit formula for a few queries on the CPU without gradients, :data:`FEW_QUERIES`);
+    ``is_causal`` adds the top-left causal mask. A query that sees no key would get NaN
+    from the fused kernel: it attends to every key instead (finite values and gradients)
+    and its output is zeroed, the teaching path's result."""
     if (q.shape[-2] <= FEW_QUERIES and q.device.type == "cpu" and dropout_p == 0.0
             and not torch.is_grad_enabled()):
         if is_causal:
@@ -237,6 +235,8 @@ def fused_attention(
     if is_causal:
         mask = with_causal(mask, q.shape[-2], k.shape[-2], q.device)
     row_ok = mask.any(-1, keepdim=True)  # (..., L_q or 1, 1): does the query see any key?
+    if free_to_read(row_ok) and bool(row_ok.all()):  # on the CPU, skip the zeroing
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p)
     out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask | ~row_ok, dropout_p=dropout_p)
     return out * row_ok
 

@@ -3,8 +3,13 @@ masks of (cached) decoding (Vaswani et al., 2017, Section 3.2.3).
 
 The masks a reader builds, :func:`~transformer_book.nn.attention.padding_mask` and
 :func:`~transformer_book.nn.attention.causal_mask`, live with attention. Masks are boolean
-and **True means "may attend"**. Nothing here reads a mask's values: shapes only, so no
-host-device synchronisation.
+and **True means "may attend"**.
+
+Reading a mask's values (``bool(mask.all())``) on a GPU makes the host wait for the device,
+and inside ``torch.compile`` it breaks the graph; on the CPU it costs nothing and lets
+attention skip work (no mask at all, no fully masked row to zero). :func:`free_to_read`
+tells the two apart: the layers ask it before any such test, and otherwise take the
+branch-free path, which gives the same values.
 """
 
 from __future__ import annotations
@@ -13,7 +18,13 @@ import torch
 
 from transformer_book.util.validation import require, require_tensor
 
-__all__ = ["check_mask", "shifted_causal_mask", "with_causal"]
+__all__ = ["check_mask", "free_to_read", "shifted_causal_mask", "with_causal"]
+
+
+def free_to_read(t: torch.Tensor) -> bool:
+    """Whether reading ``t``'s values on the host is free: a CPU tensor (nothing to wait
+    for) outside ``torch.compile``'s tracing (no graph to break)."""
+    return t.device.type == "cpu" and not torch.compiler.is_compiling()
 
 
 def check_mask(mask: torch.Tensor, scores_shape: tuple[int, ...]) -> None:

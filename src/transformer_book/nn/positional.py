@@ -109,7 +109,8 @@ class SinusoidalPositionalEncoding(nn.Module):
         self.register_buffer("pe", sinusoidal_encoding(max_len, d_model), persistent=False)
 
     def forward(self, x: torch.Tensor, offset: int = 0) -> torch.Tensor:
-        _check_positions(x, self.d_model, self.max_len, offset)
+        if not torch.compiler.is_compiling():  # metadata only, and not while tracing
+            _check_positions(x, self.d_model, self.max_len, offset)
         pe = self.pe[offset : offset + x.shape[1]].to(x.dtype)  # (L, d_model)
         return self.dropout(x + pe)  # (B, L, d_model) + (L, d_model) broadcasts over B
 
@@ -133,7 +134,8 @@ class LearnedPositionalEmbedding(nn.Module):
         self.dropout = nn.Dropout(dropout)
 
     def forward(self, x: torch.Tensor, offset: int = 0) -> torch.Tensor:
-        _check_positions(x, self.d_model, self.max_len, offset)
+        if not torch.compiler.is_compiling():  # metadata only, and not while tracing
+            _check_positions(x, self.d_model, self.max_len, offset)
         pe = self.embedding.weight[offset : offset + x.shape[1]]  # (L, d_model)
         return self.dropout(x + pe)  # (B, L, d_model) + (L, d_model) broadcasts over B
 

@@ -26,6 +26,7 @@ from transformer_book.nn.attention import padding_mask
 from transformer_book.nn.config import TransformerConfig
 from transformer_book.nn.kv_cache import DecoderCache
 from transformer_book.nn.layers import Decoder, DecoderLayer, Encoder
+from transformer_book.nn.masks import free_to_read
 from transformer_book.nn.positional import LearnedPositionalEmbedding, SinusoidalPositionalEncoding
 from transformer_book.util.validation import require, require_tensor
 
@@ -116,10 +117,12 @@ class Transformer(nn.Module):
                 f"at most max_len={config.max_len} positions (an error, not truncation)",
                 f"length {ids.shape[1]}" + (f" after {offset} cached positions" if offset else ""))
 
-    def source_mask(self, src_ids: torch.Tensor) -> torch.Tensor:
-        """Keys that are real source tokens, bool ``(B, 1, 1, S)`` (built on the device,
-        never read back: no sync)."""
-        return padding_mask(src_ids, self.config.pad_id)  # (B, S) -> (B, 1, 1, S)
+    def source_mask(self, src_ids: torch.Tensor) -> torch.Tensor | None:
+        """Keys that are real source tokens, bool ``(B, 1, 1, S)``. On the CPU, ``None``
+        when nothing is padding (then attention runs unmasked, the fastest path); elsewhere
+        the mask always, never read back (:func:`~transformer_book.nn.masks.free_to_read`)."""
+        mask = padding_mask(src_ids, self.config.pad_id)  # (B, S) -> (B, 1, 1, S)
+        return None if free_to_read(mask) and bool(mask.all()) else mask
 
     def new_cache(self) -> DecoderCache:
         """An empty :class:`DecoderCache` for incremental :meth:`decode`."""
@@ -199,7 +202,7 @@ class Transformer(nn.Module):
             require(tgt_ids.shape[0] == src_ids.shape[0], "tgt_ids",
                     f"batch size {src_ids.shape[0]} (as src_ids)",
                     f"shape {tuple(tgt_ids.shape)}")
-        src_mask = self.source_mask(src_ids)  # (B, 1, 1, S)
+        src_mask = self.source_mask(src_ids)  # (B, 1, 1, S) or None
         x = self.src_pos(self.src_embed(src_ids) * self.embed_scale)  # (B, S, d_model)
         memory, _ = self.encoder(x, src_mask)  # (B, S, d_model)
         y = self.tgt_pos(self.tgt_embed(tgt_ids) * self.embed_scale)  # (B, T, d_model)
