@@ -19,6 +19,17 @@ import torch
 
 from transformer_book.util.validation import BookError, require, require_int
 
+__all__ = [
+    "DEVICE_ORDER",
+    "device_name",
+    "environment_report",
+    "format_report",
+    "get_device",
+    "in_colab",
+    "set_seed",
+    "torch_threads",
+]
+
 DEVICE_ORDER = ("cuda", "mps", "cpu")
 
 _REPORTED_PACKAGES = (
