@@ -13,15 +13,19 @@ from transformer_book.analysis.compute import (
     HARDWARE,
     PAPER_GPU_TFLOPS,
     FlopBreakdown,
+    autograd_depth,
     estimate_training_time,
     find_accelerator,
     mfu,
     paper_training_cost,
     peak_flops,
+    saved_tensor_bytes,
     training_flops,
     training_flops_per_token,
     transformer_flops,
 )
+from transformer_book.baselines.rnn import RNN
+from transformer_book.nn.attention import MultiHeadAttention, scaled_dot_product_attention
 from transformer_book.nn.config import TransformerConfig
 from transformer_book.nn.transformer import Transformer
 from transformer_book.util.validation import BookError
@@ -240,8 +244,6 @@ def test_paper_table_2_costs():
 
 def test_saved_bytes_of_explicit_attention_include_the_weights():
     """Explicit attention keeps the (B, h, L, L) weights for backward; the count sees them."""
-    from transformer_book.analysis.compute import saved_tensor_bytes
-    from transformer_book.nn.attention import scaled_dot_product_attention
 
     b, h, n, d = 2, 3, 16, 8
     q, k, v = (torch.randn(b, h, n, d, requires_grad=True) for _ in range(3))
@@ -255,8 +257,6 @@ def test_saved_bytes_of_explicit_attention_include_the_weights():
 
 
 def test_saved_bytes_exclude_parameters_and_count_storages_once():
-    from transformer_book.analysis.compute import saved_tensor_bytes
-
     linear = torch.nn.Linear(16, 16, bias=False)
     x = torch.randn(4, 16, requires_grad=True)
     assert saved_tensor_bytes(lambda: linear(x), linear.parameters()) == x.numel() * 4
@@ -269,16 +269,12 @@ def test_saved_bytes_exclude_parameters_and_count_storages_once():
 
 
 def test_autograd_depth_is_constant_for_attention_and_linear_in_n_for_a_recurrence():
-    from transformer_book.analysis.compute import autograd_depth
-    from transformer_book.baselines.rnn import RNN
-    from transformer_book.nn.attention import MultiHeadAttention
-
     torch.manual_seed(0)
     attention, rnn = MultiHeadAttention(8, 2), RNN(8, 8)
     depths = {}
     for n in (4, 8, 16):
         x = torch.randn(1, n, 8, requires_grad=True)
-        depths[n] = (autograd_depth(attention(x)[0]), autograd_depth(rnn(x)[0]))
+        depths[n] = (autograd_depth(attention(x, x, x)[0]), autograd_depth(rnn(x)[0]))
     assert depths[4][0] == depths[8][0] == depths[16][0], "attention: O(1) sequential steps"
     eight_more, four_more = depths[16][1] - depths[8][1], depths[8][1] - depths[4][1]
     assert eight_more == 2 * four_more > 0, \
