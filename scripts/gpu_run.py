@@ -104,7 +104,7 @@ def train_all(args: argparse.Namespace, env: dict[str, str]) -> dict[str, dict]:
         try:
             record = _finish(process, Path(run["log"]), args.minutes * 60 + SLACK_SECONDS)
             run.update(train_record=record["path"], steps=record["steps"],
-                       train_minutes=record["wall_seconds"] / 60)
+                       train_minutes=record["train_seconds"] / 60)  # the whole run
             print(f"train {name}: {run['steps']} steps in {run['train_minutes']:.1f} min",
                   flush=True)
         except RuntimeError as error:

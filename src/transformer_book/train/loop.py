@@ -9,7 +9,10 @@ averaged.
 
 :func:`train` runs one configuration end to end: Multi30k -> joint BPE (cached in the run
 folder) -> token-budget batches -> teacher-forced steps -> validation loss and greedy BLEU ->
-checkpoints -> a JSON record in ``results/``.
+checkpoints -> a JSON record in ``results/``. It is orchestration only: the session (data,
+model, optimizer, restored state) is :func:`~transformer_book.train.session.open_session`'s,
+each step is :func:`~transformer_book.train.step.train_step`, each evaluation
+:func:`~transformer_book.train.validate.validate`.
 
 Resuming is exact: a checkpoint holds the weights, Adam's moments, the schedule, the step,
 the epoch, the position inside the epoch's batch order and every RNG state, so on a CPU an
