@@ -78,6 +78,8 @@ def test_translate_ids_keeps_the_model_mode_and_the_input_order(model):
         ([[4]], {"max_tokens": 0}, r"max_tokens: expected an integer >= 1"),
         ([[4]], {"stop": "early"}, r"stop: expected one of \['exact', 'k_finished'\]"),
         ("4 5", {}, r"sources: expected a list of BPE id lists, received str"),
+        ([[4, 5.5]], {}, r"sources: expected lists of integer token ids, received .*float"),
+        ([[4], [[5]]], {}, r"sources: expected lists of integer token ids"),
     ],
 )
 def test_translate_ids_refuses_bad_input_before_decoding(model, sources, kwargs, match):
