@@ -76,11 +76,13 @@ def test_step_by_step_cached_logits_equal_full_logits(norm_first: bool) -> None:
     assert cache.cross_kv[0][0].shape == (2, 4, 5, 16)  # (B, h, S, d_k), projected once
 
 
+@pytest.mark.slow  # trains a tiny model (the trained fixture)
 def test_greedy_with_cache_equals_without(trained: Transformer, sources: torch.Tensor) -> None:
     cached = greedy_decode(trained, sources, max_len_a=0.0, max_len_b=10)
     assert cached == greedy_decode(trained, sources, max_len_a=0.0, max_len_b=10, use_cache=False)
 
 
+@pytest.mark.slow  # trains a tiny model (the trained fixture)
 def test_beam_with_cache_equals_without(trained: Transformer, sources: torch.Tensor) -> None:
     args = dict(beam_size=3, max_len_a=1.0, max_len_b=3)
     assert beam_search(trained, sources, **args) == \
@@ -118,6 +120,7 @@ def test_beam_search_is_the_same_with_and_without_ranking_by_blocks(monkeypatch)
 # ----------------------------------------------------------------------------- search quality
 
 
+@pytest.mark.slow  # trains a tiny model (the trained fixture)
 def test_beam_of_one_without_length_penalty_is_greedy(trained: Transformer,
                                                       sources: torch.Tensor) -> None:
     greedy = greedy_decode(trained, sources, max_len_a=0.0, max_len_b=9)
@@ -128,6 +131,7 @@ def test_beam_of_one_without_length_penalty_is_greedy(trained: Transformer,
                        max_len_b=9) == greedy_decode(random_model, sources, 0.0, 9)
 
 
+@pytest.mark.slow  # trains a tiny model (the trained fixture)
 @pytest.mark.parametrize("alpha", [0.0, 0.6])
 def test_beam_search_scores_at_least_as_well_as_greedy(trained: Transformer,
                                                        sources: torch.Tensor,
@@ -143,6 +147,7 @@ def test_beam_search_scores_at_least_as_well_as_greedy(trained: Transformer,
             assert s_beam >= s_greedy - 1e-5, (i, b, g, s_beam, s_greedy)
 
 
+@pytest.mark.slow  # trains a tiny model (the trained fixture)
 @pytest.mark.parametrize("alpha", [0.0, 0.6, 1.0])
 def test_stopping_at_the_first_finished_hypothesis_with_a_beam_of_one_is_greedy(
         trained: Transformer, sources: torch.Tensor, alpha: float) -> None:
@@ -163,6 +168,7 @@ def _beam_and_rows(model: Transformer, sources: torch.Tensor, stop: str
         hook.remove()
 
 
+@pytest.mark.slow  # trains a tiny model (the trained fixture)
 def test_k_finished_stops_no_later_and_never_beats_the_exact_rule(trained: Transformer,
                                                                   sources: torch.Tensor) -> None:
     """Sentence by sentence, the fairseq-style rule runs a prefix of the exact search: never
@@ -198,6 +204,7 @@ def test_length_penalty_is_wu_et_al() -> None:
 # ----------------------------------------------------------------------------- EOS and length
 
 
+@pytest.mark.slow  # trains a tiny model (the trained fixture)
 def test_eos_stops_each_sentence_and_is_never_returned(trained: Transformer,
                                                        sources: torch.Tensor) -> None:
     for out in (greedy_decode(trained, sources), beam_search(trained, sources)):
@@ -249,6 +256,7 @@ def test_output_length_limits_are_per_sentence_and_capped() -> None:
         output_length_limits(src, 0, "1", 50, 64)
 
 
+@pytest.mark.slow  # trains a tiny model (the trained fixture)
 def test_decoding_is_batch_independent(trained: Transformer, sources: torch.Tensor) -> None:
     greedy = greedy_decode(trained, sources)
     beams = beam_search(trained, sources, beam_size=3)
@@ -306,6 +314,7 @@ def test_reorder_leaves_room_that_the_next_extend_fills_in_place() -> None:
     torch.testing.assert_close(out_k[:, :, 5:], new_k, rtol=0, atol=0)
 
 
+@pytest.mark.slow  # trains a tiny model (the trained fixture)
 @pytest.mark.parametrize("use_cache", [True, False])
 def test_finished_sentences_leave_the_batch(trained: Transformer, sources: torch.Tensor,
                                             use_cache: bool) -> None:

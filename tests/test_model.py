@@ -303,6 +303,7 @@ def test_bad_ids_raise_value_errors_naming_the_argument() -> None:
 # ----------------------------------------------------------------------------- learning
 
 
+@pytest.mark.slow
 def test_tiny_preset_learns_to_copy_short_sequences() -> None:
     """Loss on the copy task falls from ~log(V) to a small fraction of it in ~80 steps."""
     torch.manual_seed(0)
