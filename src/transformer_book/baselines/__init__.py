@@ -1,8 +1,6 @@
 """The models that came before the Transformer (Part I and the start of Part II):
 recurrent networks, a GRU encoder-decoder with additive attention, convolutional sequence
 models, Nadaraya-Watson attention pooling and end-to-end memory networks.
-
-They are trained on the toy tasks by :mod:`transformer_book.toy.fit`, one floor up.
 """
 
 from transformer_book.baselines.conv import (
@@ -38,25 +36,9 @@ from transformer_book.baselines.seq2seq import (
 )
 
 __all__ = [
-    "RNN",
-    "CausalConv1d",
-    "ConvS2SBlock",
-    "ConvS2SStack",
-    "DilatedConvStack",
-    "MemoryNetwork",
-    "NadarayaWatson",
-    "RNNCell",
-    "Seq2SeqGRU",
-    "SequenceConv1d",
-    "attention_pooling",
-    "glu",
-    "gradient_norm_by_distance",
-    "layers_to_connect",
-    "path_length_convs2s",
-    "path_length_dilated",
-    "position_encoding_weights",
-    "receptive_field",
-    "rnn_unroll",
-    "sequence_accuracy",
-    "token_accuracy",
+    "RNN", "CausalConv1d", "ConvS2SBlock", "ConvS2SStack", "DilatedConvStack", "MemoryNetwork",
+    "NadarayaWatson", "RNNCell", "Seq2SeqGRU", "SequenceConv1d", "attention_pooling", "glu",
+    "gradient_norm_by_distance", "layers_to_connect", "path_length_convs2s",
+    "path_length_dilated", "position_encoding_weights", "receptive_field", "rnn_unroll",
+    "sequence_accuracy", "token_accuracy"
 ]

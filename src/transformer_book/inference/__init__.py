@@ -2,31 +2,48 @@
 the output-length limit, translating text, checkpoint averaging and sacreBLEU.
 """
 
-from transformer_book.inference.averaging import average_checkpoints
-from transformer_book.inference.decode import (
+from transformer_book.inference.averaging import (
+    average_checkpoints,
+)
+from transformer_book.inference.beam import (
     STOPPING_RULES,
+    TOP_BLOCKS,
     beam_search,
-    greedy_decode,
     length_penalty,
     score_hypothesis,
+    top_candidates,
 )
-from transformer_book.inference.scoring import BleuResult, corpus_bleu
-from transformer_book.inference.trained import TrainedModel, load_trained, resolve_checkpoint
-from transformer_book.inference.translate import encode_sources, translate, translate_ids
+from transformer_book.inference.greedy import (
+    greedy_decode,
+)
+from transformer_book.inference.lengths import (
+    output_length_limits,
+)
+from transformer_book.inference.scoring import (
+    BleuResult,
+    corpus_bleu,
+)
+from transformer_book.inference.stepper import (
+    Stepper,
+    check_decoding,
+    evaluation_mode,
+)
+from transformer_book.inference.trained import (
+    TrainedModel,
+    load_trained,
+    resolve_checkpoint,
+)
+from transformer_book.inference.translate import (
+    MAX_SENTENCES_PER_BATCH,
+    encode_sources,
+    translate,
+    translate_ids,
+)
 
 __all__ = [
-    "STOPPING_RULES",
-    "BleuResult",
-    "TrainedModel",
-    "average_checkpoints",
-    "beam_search",
-    "corpus_bleu",
-    "encode_sources",
-    "greedy_decode",
-    "length_penalty",
-    "load_trained",
-    "resolve_checkpoint",
-    "score_hypothesis",
-    "translate",
-    "translate_ids",
+    "MAX_SENTENCES_PER_BATCH", "STOPPING_RULES", "TOP_BLOCKS", "BleuResult", "Stepper",
+    "TrainedModel", "average_checkpoints", "beam_search", "check_decoding", "corpus_bleu",
+    "encode_sources", "evaluation_mode", "greedy_decode", "length_penalty", "load_trained",
+    "output_length_limits", "resolve_checkpoint", "score_hypothesis", "top_candidates",
+    "translate", "translate_ids"
 ]

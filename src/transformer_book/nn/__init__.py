@@ -20,13 +20,22 @@ from transformer_book.nn.config import (
     PRESETS,
     TransformerConfig,
 )
-from transformer_book.nn.kv_cache import DecoderCache
+from transformer_book.nn.kv_cache import (
+    KV,
+    DecoderCache,
+)
 from transformer_book.nn.layers import (
     Decoder,
     DecoderLayer,
     Encoder,
     EncoderLayer,
     FeedForward,
+)
+from transformer_book.nn.masks import (
+    check_mask,
+    free_to_read,
+    shifted_causal_mask,
+    with_causal,
 )
 from transformer_book.nn.positional import (
     LearnedPositionalEmbedding,
@@ -41,30 +50,11 @@ from transformer_book.nn.transformer import (
 )
 
 __all__ = [
-    "POSITIONAL_KINDS",
-    "PRESETS",
-    "AdditiveScore",
-    "Decoder",
-    "DecoderCache",
-    "DecoderLayer",
-    "Encoder",
-    "EncoderLayer",
-    "FeedForward",
-    "LearnedPositionalEmbedding",
-    "MultiHeadAttention",
-    "SinusoidalPositionalEncoding",
-    "Transformer",
-    "TransformerConfig",
-    "causal_mask",
-    "count_parameters",
-    "cross_attention_weights",
-    "dot_score",
-    "explicit_attention",
-    "fused_attention",
-    "masked_softmax",
-    "padding_mask",
-    "relative_offset_matrix",
-    "scaled_dot_product_attention",
-    "scaled_dot_score",
-    "sinusoidal_encoding",
+    "KV", "POSITIONAL_KINDS", "PRESETS", "AdditiveScore", "Decoder", "DecoderCache",
+    "DecoderLayer", "Encoder", "EncoderLayer", "FeedForward", "LearnedPositionalEmbedding",
+    "MultiHeadAttention", "SinusoidalPositionalEncoding", "Transformer", "TransformerConfig",
+    "causal_mask", "check_mask", "count_parameters", "cross_attention_weights", "dot_score",
+    "explicit_attention", "free_to_read", "fused_attention", "masked_softmax", "padding_mask",
+    "relative_offset_matrix", "scaled_dot_product_attention", "scaled_dot_score",
+    "shifted_causal_mask", "sinusoidal_encoding", "with_causal"
 ]

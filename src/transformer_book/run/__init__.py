@@ -1,6 +1,4 @@
 """A training run on disk: its TOML configuration and its checkpoints (Section 6.1).
-
-Averaging checkpoints is inference's business: :mod:`transformer_book.inference.averaging`.
 """
 
 from transformer_book.run.checkpoint import (
@@ -29,24 +27,8 @@ from transformer_book.run.config import (
 )
 
 __all__ = [
-    "FORMAT_VERSION",
-    "METADATA",
-    "OPTIMIZER",
-    "PRECISIONS",
-    "RNG",
-    "TOKENIZER",
-    "WEIGHTS",
-    "DataSection",
-    "DecodeSection",
-    "ModelSection",
-    "RunConfig",
-    "TrainSection",
-    "checkpoint_name",
-    "describe_mismatch",
-    "list_checkpoints",
-    "load_checkpoint",
-    "load_run_config",
-    "load_weights",
-    "prune_checkpoints",
-    "save_checkpoint",
+    "FORMAT_VERSION", "METADATA", "OPTIMIZER", "PRECISIONS", "RNG", "TOKENIZER", "WEIGHTS",
+    "DataSection", "DecodeSection", "ModelSection", "RunConfig", "TrainSection",
+    "checkpoint_name", "describe_mismatch", "list_checkpoints", "load_checkpoint",
+    "load_run_config", "load_weights", "prune_checkpoints", "save_checkpoint"
 ]

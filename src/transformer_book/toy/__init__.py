@@ -1,7 +1,6 @@
 """Small attention models that Part II trains on toy tasks to show what attention learns.
 
-Each is built from :mod:`transformer_book.nn`, never re-deriving it, and trained by the one
-loop of :mod:`transformer_book.toy.fit` (which also trains the baselines on the toy tasks).
+Each is built from :mod:`transformer_book.nn`, never re-deriving it.
 """
 
 from transformer_book.toy.aligner import (
@@ -46,36 +45,11 @@ from transformer_book.toy.positions import (
 )
 
 __all__ = [
-    "IGNORE",
-    "NO_LABEL",
-    "POSITION_KINDS",
-    "RELATIONS",
-    "Aligner",
-    "AlignerConfig",
-    "NeighbourModel",
-    "NoPositions",
-    "PositionProbe",
-    "ProbeConfig",
-    "accuracy_by_length",
-    "alignment_accuracy",
-    "attention_by_offset",
-    "expected_alignment",
-    "fit",
-    "fit_teacher_forced",
-    "greedy_decode",
-    "layer_config",
-    "make_positions",
-    "make_shift_task",
-    "neighbour_accuracy",
-    "neighbour_task",
-    "require_widths",
-    "sample_examples",
-    "sequence_accuracy",
-    "token_cross_entropy",
-    "train_aligner",
-    "train_memory_network",
-    "train_neighbour_model",
-    "train_probe",
-    "train_seq2seq",
-    "warmup_then_decay",
+    "IGNORE", "NO_LABEL", "POSITION_KINDS", "RELATIONS", "Aligner", "AlignerConfig",
+    "NeighbourModel", "NoPositions", "PositionProbe", "ProbeConfig", "accuracy_by_length",
+    "alignment_accuracy", "attention_by_offset", "expected_alignment", "fit",
+    "fit_teacher_forced", "greedy_decode", "layer_config", "make_positions", "make_shift_task",
+    "neighbour_accuracy", "neighbour_task", "require_widths", "sample_examples",
+    "sequence_accuracy", "token_cross_entropy", "train_aligner", "train_memory_network",
+    "train_neighbour_model", "train_probe", "train_seq2seq", "warmup_then_decay"
 ]

@@ -4,11 +4,14 @@ ids, mixed precision and DDP, the training step and validation, exact resume and
 
 from transformer_book.train.corpus import (
     PreparedData,
+    StepBatch,
+    check_ids,
+    epoch_steps,
     make_batch,
+    make_step_batch,
     prepare_data,
 )
 from transformer_book.train.loop import (
-    NonFiniteLossError,
     TrainingResult,
     train,
 )
@@ -32,32 +35,32 @@ from transformer_book.train.runtime import (
     resolve_precision,
     setup_distributed,
 )
+from transformer_book.train.session import (
+    Session,
+    TrainOptions,
+    open_session,
+    save_session,
+)
+from transformer_book.train.step import (
+    NonFiniteLossError,
+    StepResult,
+    Trainer,
+    train_step,
+)
 from transformer_book.train.validate import (
     EVAL_MIN_TOKENS,
+    ValidationLoss,
+    greedy_bleu,
     validate,
+    validation_loss,
 )
 
 __all__ = [
-    "EVAL_MIN_TOKENS",
-    "REDUCTIONS",
-    "DistInfo",
-    "NonFiniteLossError",
-    "PreparedData",
-    "RunState",
-    "TrainingResult",
-    "all_reduce",
-    "autocast",
-    "check_compatible",
-    "count_tokens",
-    "label_smoothed_cross_entropy",
-    "make_batch",
-    "make_optimizer",
-    "noam_lr",
-    "prepare_data",
-    "resolve_precision",
-    "restore_run",
-    "setup_distributed",
-    "smoothed_target_distribution",
-    "train",
-    "validate",
+    "EVAL_MIN_TOKENS", "REDUCTIONS", "DistInfo", "NonFiniteLossError", "PreparedData",
+    "RunState", "Session", "StepBatch", "StepResult", "TrainOptions", "Trainer",
+    "TrainingResult", "ValidationLoss", "all_reduce", "autocast", "check_compatible",
+    "check_ids", "count_tokens", "epoch_steps", "greedy_bleu", "label_smoothed_cross_entropy",
+    "make_batch", "make_optimizer", "make_step_batch", "noam_lr", "open_session",
+    "prepare_data", "resolve_precision", "restore_run", "save_session", "setup_distributed",
+    "smoothed_target_distribution", "train", "train_step", "validate", "validation_loss"
 ]

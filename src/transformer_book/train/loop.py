@@ -43,15 +43,13 @@ from transformer_book.run.config import RunConfig
 from transformer_book.train.corpus import epoch_steps, make_step_batch
 from transformer_book.train.runtime import all_reduce, setup_distributed
 from transformer_book.train.session import Session, TrainOptions, open_session, save_session
-from transformer_book.train.step import NonFiniteLossError, train_step
+from transformer_book.train.step import train_step
 from transformer_book.train.validate import validate
 from transformer_book.util.records import command_line, git_commit, hardware_info, write_record
 from transformer_book.util.timing import Stopwatch
 from transformer_book.util.validation import require
 
-# NonFiniteLossError lives in train.step; it stays importable from here until the package's
-# __init__ imports it from there.
-__all__ = ["NonFiniteLossError", "TrainingResult", "train"]
+__all__ = ["TrainingResult", "train"]
 
 
 @dataclass
