@@ -35,6 +35,8 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import inspect
+import json
+import statistics
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -131,6 +133,36 @@ def run_all(quick: bool = False, clock: str = "wall", paths: Sequence[Path] | No
     return table, raw
 
 
+def median_table(tables: Sequence[Sequence[dict[str, Any]]]) -> list[dict[str, Any]]:
+    """One table from several runs of the same benchmarks: each row's median ours, reference
+    and ratio, with every run's ratio kept under ``ratios`` (rows in the first run's order)."""
+    by_name: dict[str, list[dict[str, Any]]] = {}
+    for table in tables:
+        for row in table:
+            by_name.setdefault(row["name"], []).append(row)
+    merged = []
+    for name, rows in by_name.items():
+        first = rows[0]
+        row = _row(name, first["unit"], statistics.median(r["ours"] for r in rows),
+                   statistics.median(r["reference"] for r in rows),
+                   statistics.median(r["ratio"] for r in rows), first["goal"],
+                   first["benchmark"])
+        row["ratios"] = [r["ratio"] for r in rows]
+        merged.append(row)
+    return merged
+
+
+def compare(table: Sequence[dict[str, Any]], previous: dict[str, Any],
+            tolerance: float = 0.10) -> list[str]:
+    """Rows whose ratio is more than ``tolerance`` worse than in the ``previous`` record (a
+    bench JSON record), and rows the previous record had that this run lacks."""
+    old = {row["name"]: row["ratio"] for row in previous["table"]}
+    new = {row["name"]: row["ratio"] for row in table}
+    worse = [f"{name}: {new[name]:.3f} against {ratio:.3f} ({new[name] / ratio - 1:+.1%})"
+             for name, ratio in old.items() if name in new and new[name] < ratio * (1 - tolerance)]
+    return worse + [f"{name}: missing" for name in old if name not in new]
+
+
 def format_table(table: Sequence[dict[str, Any]]) -> str:
     """The one table: name, ours, reference (with unit), ratio, goal, met?."""
     width = max([len(r["name"]) for r in table] + [10])
@@ -165,11 +197,23 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="write results/bench-<UTC timestamp>.json into this folder")
     parser.add_argument("--clock", choices=sorted(CLOCKS), default="wall",
                         help="wall time, or this process's CPU time (steadier when busy)")
+    parser.add_argument("--repeat", type=int, default=1,
+                        help="run everything this many times and report each row's median")
+    parser.add_argument("--compare", type=Path, default=None,
+                        help="a previous bench record: list the rows more than 10%% worse")
     args = parser.parse_args(argv)
-    table, raw = run_all(quick=args.quick, clock=args.clock)
+    require(args.repeat >= 1, "--repeat", "an integer >= 1", args.repeat)
+    runs = [run_all(quick=args.quick, clock=args.clock) for _ in range(args.repeat)]
+    table = median_table([t for t, _ in runs]) if args.repeat > 1 else runs[0][0]
+    raw = runs[0][1] if args.repeat == 1 else {"runs": [r for _, r in runs]}
     print(format_table(table))
+    if args.compare is not None:
+        worse = compare(table, json.loads(args.compare.read_text(encoding="utf-8")))
+        print(f"against {args.compare}: " + ("; ".join(worse) if worse else
+                                                "no ratio more than 10% worse"))
     if args.results is not None:
         record = {"kind": "bench", "quick": args.quick, "clock": args.clock,
+                  "repeat": args.repeat,
                   "command": command_line(["python", "benchmarks/run_all.py",
                                            *(sys.argv[1:] if argv is None else argv)]),
                   "git": git_commit(), "hardware": hardware_info("cpu"),

@@ -83,3 +83,25 @@ def test_a_file_without_run_is_refused(tmp_path):
     broken.write_text("x = 1\n")
     with pytest.raises(BookError, match=r"bench_broken.py: expected a function run"):
         run_all.load(broken)
+
+
+def _table_row(name, ratio):
+    return {"name": name, "unit": "ms", "ours": 1.0 / ratio, "reference": 1.0, "ratio": ratio,
+            "goal": 1.0, "met": ratio >= 1.0, "benchmark": "bench_x"}
+
+
+def test_repeated_runs_report_each_rows_median():
+    runs = [[_table_row("a", r), _table_row("b", 2 * r)] for r in (1.0, 3.0, 2.0)]
+    table = run_all.median_table(runs)
+    assert [row["name"] for row in table] == ["a", "b"]
+    assert [row["ratio"] for row in table] == [2.0, 4.0]
+    assert table[0]["ratios"] == [1.0, 3.0, 2.0]
+    assert table[1]["met"] is True
+
+
+def test_compare_lists_rows_more_than_ten_percent_worse_and_missing_ones():
+    previous = {"table": [_table_row("a", 1.0), _table_row("b", 1.0), _table_row("c", 1.0)]}
+    worse = run_all.compare([_table_row("a", 0.95), _table_row("b", 0.85)], previous)
+    assert len(worse) == 2
+    assert worse[0].startswith("b: 0.850 against 1.000 (-15.0%)")
+    assert worse[1] == "c: missing"
