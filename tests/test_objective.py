@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from torch import nn
 
 from transformer_book.train.objective import (
+    MAX_LR,
     REDUCTIONS,
     count_tokens,
     label_smoothed_cross_entropy,
@@ -20,6 +21,7 @@ from transformer_book.train.objective import (
     noam_lr,
     smoothed_target_distribution,
 )
+from transformer_book.util.validation import BookError
 
 PAD = 0
 
@@ -195,6 +197,26 @@ def test_noam_bad_inputs(kwargs, match):
         with pytest.raises(ValueError, match=match):
             make_optimizer(nn.Linear(2, 2), args["d_model"], args["warmup_steps"],
                            args.get("factor", 1.0))
+
+
+def test_a_learning_rate_adam_cannot_represent_is_refused():
+    """lr_factor = 1e45 used to crash inside torch's Adam ("value cannot be converted to type
+    float without overflow"); the schedule's peak is checked when the optimizer is made."""
+    for factor in (1e45, 1e300):
+        with pytest.raises(BookError, match=r"^factor: expected a factor whose peak learning "
+                           r"rate .* at most 3\.4e\+37 .*received 1e\+(45|300) \(peak "):
+            make_optimizer(nn.Linear(2, 2), 512, 4000, factor)
+    peak_factor = MAX_LR * (512 * 4000) ** 0.5 * 0.5
+    optimizer, _ = make_optimizer(nn.Linear(2, 2), 512, 4000, peak_factor)  # just below
+    assert optimizer.param_groups[0]["lr"] < MAX_LR
+
+
+def test_noam_refuses_a_rate_that_is_not_a_finite_float():
+    for args in ((10**400, 512, 4000), (1, 10**400, 4000), (10**400, 512, 10**400)):
+        with pytest.raises(BookError, match=r"^noam_lr\(step, d_model, warmup_steps, factor\): "
+                           r"expected a finite number, received inf$"):
+            noam_lr(*args)
+    assert noam_lr(1, 1, 1, 1e308) == 1e308, "the largest finite rates still pass"
 
 
 def test_optimizer_follows_the_schedule():

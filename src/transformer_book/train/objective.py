@@ -11,6 +11,7 @@ lrate = d_model^-0.5 · min(step_num^-0.5, step_num · warmup_steps^-1.5)" (eq. 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 
 import torch
@@ -29,6 +30,10 @@ from transformer_book.util.validation import (
 )
 
 REDUCTIONS = ("mean", "sum", "none")
+ADAM_BETAS = (0.9, 0.98)  # Section 5.3
+# Adam's first step is lr / (1 - β1) in the parameters' float32: a larger rate cannot be
+# represented (torch raises "value cannot be converted to type float without overflow").
+MAX_LR = torch.finfo(torch.float32).max * (1.0 - ADAM_BETAS[0])
 
 
 def _flatten(logits: torch.Tensor, targets: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -172,14 +177,19 @@ def noam_lr(step: int, d_model: int, warmup_steps: int, factor: float = 1.0) -> 
 
     It rises linearly for ``warmup_steps`` steps, peaks at ``step == warmup_steps`` with
     ``factor · (d_model · warmup_steps)^-0.5``, then decays as step^-0.5. Step 0 (before
-    any update) is treated as step 1, so the rate is never 0 or infinite.
+    any update) is treated as step 1, so the rate is never 0; a rate that is not a finite
+    float (an argument too large for one) is refused.
     """
     require_positive_int(step, "step", minimum=0)
     require_positive_int(d_model, "d_model")
     require_positive_int(warmup_steps, "warmup_steps")
     require_positive_number(factor, "factor")
     step = max(step, 1)
-    return factor * d_model**-0.5 * min(step**-0.5, step * warmup_steps**-1.5)
+    try:
+        rate = factor * d_model**-0.5 * min(step**-0.5, step * warmup_steps**-1.5)
+    except OverflowError:  # an integer too large for a float
+        rate = math.inf
+    return require_number(rate, "noam_lr(step, d_model, warmup_steps, factor)")
 
 
 def make_optimizer(
@@ -193,15 +203,22 @@ def make_optimizer(
     The optimizer's base lr is 1 and the ``LambdaLR`` multiplier is the absolute rate:
     after ``k`` calls to ``scheduler.step()`` the optimizer's lr is ``noam_lr(k + 1, ...)``,
     the rate of the (k+1)-th update. Call ``optimizer.step()`` then ``scheduler.step()``.
+    The schedule's peak, ``noam_lr(warmup_steps, ...)``, must be at most :data:`MAX_LR`
+    (Adam's first step, lr / (1 - β1), has to be a float32 number), so no step of the
+    schedule can overflow.
 
     Returns:
         ``(optimizer, scheduler)``.
     """
     noam_lr(1, d_model, warmup_steps, factor)  # validates the arguments
+    peak = noam_lr(warmup_steps, d_model, warmup_steps, factor)
+    require(peak <= MAX_LR, "factor", "a factor whose peak learning rate factor · (d_model · "
+            f"warmup_steps)^-0.5 is at most {MAX_LR:.3g} (Adam's first step lr / (1 - β1) "
+            "must be a float32 number)", f"{factor!r} (peak {peak:.3g})")
     params = model.parameters() if isinstance(model, nn.Module) else model
     params = [p for p in params if p.requires_grad]
     require(bool(params), "model", "at least one trainable parameter", "none")
-    optimizer = torch.optim.Adam(params, lr=1.0, betas=(0.9, 0.98), eps=1e-9)
+    optimizer = torch.optim.Adam(params, lr=1.0, betas=ADAM_BETAS, eps=1e-9)
 
     def schedule(completed_steps: int) -> float:
         return noam_lr(completed_steps + 1, d_model, warmup_steps, factor)
