@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -188,3 +189,132 @@ def test_bad_numbers_in_a_toml_are_book_errors(tmp_path, text, match):
     path = _write(tmp_path, text)
     with pytest.raises(BookError, match=rf"{path} {match}"):
         load_run_config(path)
+
+
+# ---------------------------------------------------------------- checked when loaded
+
+
+@pytest.mark.parametrize(
+    ("text", "match"),
+    [
+        ("[model]\nd_model = 10\n", r"\[model\] d_model: expected a multiple of num_heads=8"),
+        ("[model]\nd_model = 9\nnum_heads = 3\n",
+         r"\[model\] d_model: expected an even number \(sinusoidal positions"),
+        ("[model]\ndropout = 2\n", r"\[model\] dropout: expected a number in \[0, 1\)"),
+        ("[model]\nvocab_size = 999\n", r"\[model\] vocab_size: expected no such key"),
+        ("[model]\npad_id = 5\n", r"\[model\] pad_id: expected 0, the tokenizer's id"),
+        ("[model]\neos_id = 2.0\n", r"\[model\] eos_id: expected 2, the tokenizer's id"),
+        ('[data]\nsrc = "xx"\n', r"\[data\] src: expected one of \['de', 'en', 'fr'\], "
+                                 r"received 'xx'"),
+        ('[data]\ntgt = "de"\n', r"\[data\] tgt: expected a language different from src='de'"),
+        ("[data]\nsrc = 3\n", r"\[data\] src: expected one of"),
+        ("[data]\nvocab_size = 100\n", r"\[data\] vocab_size: expected an integer >= 260, "
+                                       r"received 100"),
+        ('[data]\nvocab_size = "8000"\n', r"\[data\] vocab_size: expected an integer >= 260"),
+        ("[data]\nmax_tokens = 1\n", r"\[data\] max_tokens: expected an integer >= 256, the "
+                                     r"longest pair kept"),
+        ("[data]\nmax_tokens = 99\nmax_len = 100\n", r"\[data\] max_tokens: expected an "
+                                                     r"integer >= 100"),
+        ("[data]\nmax_tokens = 4096.0\n", r"\[data\] max_tokens: expected an integer"),
+        ("[data]\ndata_dir = 5\n", r"\[data\] data_dir: expected a folder path"),
+        ('[data]\ndata_dir = ""\n', r"\[data\] data_dir: expected a folder path"),
+        ("[train]\nlr_factor = 1e45\n", r"\[train\] lr_factor: expected at most .*finite in "
+                                        r"float32, received 1e\+45"),
+        ("[train]\nlr_factor = inf\n", r"\[train\] lr_factor: expected a finite number > 0"),
+        ("[train]\nseed = -1\n", r"\[train\] seed: expected an integer >= 0"),
+        ("[decode]\nbeam_size = 0\n", r"\[decode\] beam_size: expected an integer >= 1"),
+    ],
+)
+def test_every_value_is_checked_when_the_toml_is_loaded(tmp_path, text, match):
+    path = _write(tmp_path, text)
+    with pytest.raises(BookError, match=rf"{path} {match}"):
+        load_run_config(path)
+
+
+def test_the_largest_finite_lr_factor_is_accepted_and_one_beyond_refused():
+    # Adam's first step moves a weight by lr / (1 - 0.9): a float32 number.
+    limit = 3.4028234663852886e38 * 0.1 * (256 * 4000) ** 0.5
+    RunConfig.from_dict({"train": {"lr_factor": limit * 0.999}})
+    with pytest.raises(BookError, match=r"RunConfig \[train\] lr_factor: expected at most"):
+        RunConfig.from_dict({"train": {"lr_factor": limit * 1.01}})
+
+
+def test_a_path_data_dir_is_kept_as_a_string(tmp_path):
+    run = RunConfig.from_dict({"data": {"data_dir": tmp_path}})
+    assert run.data.data_dir == str(tmp_path)
+
+
+def test_a_changed_field_is_refused_when_the_data_is_prepared(tmp_path, monkeypatch):
+    from transformer_book.train import corpus
+
+    run = RunConfig()
+    run.data.src = "xx"  # changed after it was validated
+    monkeypatch.setattr(corpus, "load_multi30k", _no_data)
+    with pytest.raises(BookError, match=r"RunConfig \[data\] src: expected one of"):
+        corpus.prepare_data(run, tmp_path / "run")
+    assert not (tmp_path / "run").exists()
+
+
+def _no_data(*args, **kwargs):
+    raise AssertionError("the data was read")
+
+
+def test_cli_train_refuses_a_bad_config_before_reading_data(tmp_path, monkeypatch, capsys):
+    from transformer_book import cli
+    from transformer_book.train import corpus
+
+    monkeypatch.setattr(corpus, "load_multi30k", _no_data)
+    path = _write(tmp_path, '[model]\npreset = "tiny"\n[data]\nsrc = "xx"\n')
+    out = tmp_path / "run"
+    code = cli.main(["train", "--config", str(path), "--out", str(out), "--results",
+                     str(tmp_path / "results"), "--quiet"])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and "\n" not in err
+    assert f"{path} [data] src: expected one of ['de', 'en', 'fr'], received 'xx'" in err
+    assert not out.exists() and not (tmp_path / "results").exists()
+
+
+# ---------------------------------------------------------------- resume with another [data]
+
+
+def _fake_run(folder, run):
+    """A run folder as training leaves it: a tokenizer, its info and one checkpoint."""
+    (folder / "step_10").mkdir(parents=True)
+    meta = {"step": 10, "config": {"model": {}, "run": run.to_dict()}}
+    (folder / "step_10" / "checkpoint.json").write_text(json.dumps(meta))
+    (folder / "tokenizer.json").write_text("the run's tokenizer")
+    info = {"src": "de", "tgt": "en", "vocab_size": run.data.vocab_size,
+            "train_subset": run.data.train_subset, "train_pairs": run.data.train_subset}
+    (folder / "tokenizer-info.json").write_text(json.dumps(info))
+    return {p.name: p.read_bytes() for p in folder.iterdir() if p.is_file()}
+
+
+def _tiny_run(**data):
+    return RunConfig.from_dict({"model": {"preset": "tiny", "max_len": 64},
+                                "data": {"vocab_size": 500, "max_tokens": 512,
+                                         "train_subset": 16, "max_len": 64, **data}})
+
+
+def test_resume_with_another_data_section_writes_nothing(tmp_path, monkeypatch):
+    from transformer_book.train import corpus
+
+    before = _fake_run(tmp_path, _tiny_run())
+    monkeypatch.setattr(corpus, "load_multi30k", _no_data)
+    with pytest.raises(BookError, match=r"resume: expected the config of the checkpoint "
+                                        r".*step_10, received \[data\] vocab_size: 500 in the "
+                                        r"checkpoint, 400 now"):
+        corpus.prepare_data(_tiny_run(vocab_size=400), tmp_path)
+    assert {p.name: p.read_bytes() for p in tmp_path.iterdir() if p.is_file()} == before
+
+
+def test_resume_never_replaces_the_tokenizer_of_the_checkpoints(tmp_path, multi30k_dir):
+    from transformer_book.train import corpus
+
+    run = _tiny_run(data_dir=str(multi30k_dir))
+    before = _fake_run(tmp_path, run)
+    (tmp_path / "tokenizer-info.json").write_text('{"vocab_size": 999}')
+    before["tokenizer-info.json"] = b'{"vocab_size": 999}'
+    with pytest.raises(BookError, match=r"tokenizer.json: expected a tokenizer trained with "
+                                        r".*received \{'vocab_size': 999\}"):
+        corpus.prepare_data(run, tmp_path)
+    assert {p.name: p.read_bytes() for p in tmp_path.iterdir() if p.is_file()} == before

@@ -4,10 +4,14 @@ in ``configs/`` (sections ``[model]``, ``[data]``, ``[train]``, ``[decode]``).""
 from __future__ import annotations
 
 import dataclasses
+import math
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from transformer_book.data.multi30k import MULTI30K_LANGUAGES
+from transformer_book.data.tokenizer import BOS_ID, EOS_ID, MIN_VOCAB_SIZE, PAD_ID
 from transformer_book.nn.config import PRESETS, TransformerConfig
 from transformer_book.util.validation import (
     BookError,
@@ -59,6 +63,10 @@ class DataSection:
     max_len: int = 256  # sentence pairs longer than this (in BPE tokens) are dropped
     data_dir: str | None = None
 
+    def __post_init__(self) -> None:
+        if isinstance(self.data_dir, os.PathLike):  # a Path is kept as its string
+            self.data_dir = os.fspath(self.data_dir)
+
 
 @dataclass
 class TrainSection:
@@ -105,44 +113,18 @@ class RunConfig:
         self.validate()
 
     def validate(self, source: str = "RunConfig") -> None:
-        """Check every value; errors (:class:`BookError`) name ``source`` and ``section.key``."""
-        require_one_of(self.model.preset, f"{source} [model] preset", PRESETS)
-        require(isinstance(self.model.overrides, dict), f"{source} [model] overrides",
-                "a table", repr(self.model.overrides))
-        d, t, dec = self.data, self.train, self.decode
-        for section, name, value, minimum in (
-            ("data", "vocab_size", d.vocab_size, 4),
-            ("data", "max_tokens", d.max_tokens, 1),
-            ("data", "max_len", d.max_len, 1),
-            ("train", "warmup_steps", t.warmup_steps, 1),
-            ("train", "accumulation", t.accumulation, 1),
-            ("train", "eval_every", t.eval_every, 1),
-            ("train", "checkpoint_every", t.checkpoint_every, 1),
-            ("train", "keep_last", t.keep_last, 1),
-            ("train", "seed", t.seed, 0),
-            ("decode", "beam_size", dec.beam_size, 1),
-            ("decode", "max_len_b", dec.max_len_b, 0),
-        ):
-            require_positive_int(value, f"{source} [{section}] {name}", minimum)
-        if d.train_subset is not None:
-            require_positive_int(d.train_subset, f"{source} [data] train_subset")
-        require(isinstance(d.src, str) and isinstance(d.tgt, str) and d.src != d.tgt,
-                f"{source} [data] src/tgt", "two different language codes", (d.src, d.tgt))
-        require(t.max_steps is not None or t.max_minutes is not None,
-                f"{source} [train] max_steps/max_minutes", "at least one budget", "neither")
-        if t.max_steps is not None:
-            require_positive_int(t.max_steps, f"{source} [train] max_steps")
-        for name, value in (("max_minutes", t.max_minutes), ("clip_norm", t.clip_norm)):
-            if value is not None:
-                require_positive_number(value, f"{source} [train] {name}")
-        require_positive_number(t.lr_factor, f"{source} [train] lr_factor")
-        require_one_of(t.precision, f"{source} [train] precision", PRECISIONS)
-        require_number(dec.alpha, f"{source} [decode] alpha", minimum=0)
-        require_positive_number(dec.max_len_a, f"{source} [decode] max_len_a", allow_zero=True)
-        try:  # the [model] keys and values (an unknown key, dropout = "0.1", ...)
-            self.model.build(d.vocab_size)
-        except BookError as error:
-            raise BookError(f"{source} [model] {error}") from error
+        """Check every value; errors (:class:`BookError`) name ``source`` and ``section.key``.
+
+        Everything that can be known before the data is read is checked here: the model is
+        built for ``[data] vocab_size`` (its shapes, heads, dropout, positions), the
+        languages exist in Multi30k, the BPE size is possible, the token budget holds the
+        longest kept pair and the learning-rate schedule stays finite.
+        """
+        require_positive_int(self.data.vocab_size, f"{source} [data] vocab_size", MIN_VOCAB_SIZE)
+        model = _check_model(self.model, self.data, source)
+        _check_data(self.data, model, source)
+        _check_train(self.train, model, source)
+        _check_decode(self.decode, source)
 
     def model_config(self, vocab_size: int) -> TransformerConfig:
         """The :class:`TransformerConfig` of this run for the trained vocabulary size."""
@@ -186,6 +168,86 @@ class RunConfig:
             setattr(config, name, value)
         config.validate(source)
         return config
+
+
+# The optimizer's β1 (train.objective.make_optimizer: Adam(β1=0.9, β2=0.98)): Adam's first
+# step moves a weight by lr / (1 - β1), a float32 number.
+ADAM_BETA1 = 0.9
+FLOAT32_MAX = 3.4028234663852886e38
+
+
+def _check_model(model: ModelSection, data: DataSection, source: str) -> TransformerConfig:
+    """``[model]``: the preset, the overrides, and the model they build (for ``data``)."""
+    where = f"{source} [model]"
+    require_one_of(model.preset, f"{where} preset", PRESETS)
+    require(isinstance(model.overrides, dict), f"{where} overrides", "a table",
+            repr(model.overrides))
+    require("vocab_size" not in model.overrides, f"{where} vocab_size",
+            "no such key (the vocabulary is the trained BPE's, set by [data] vocab_size)",
+            repr(model.overrides.get("vocab_size")))
+    for name, wanted in (("pad_id", PAD_ID), ("bos_id", BOS_ID), ("eos_id", EOS_ID)):
+        value = model.overrides.get(name, wanted)
+        require(value == wanted and type(value) is int, f"{where} {name}",
+                f"{wanted}, the tokenizer's id (or no such key)", repr(value))
+    try:  # the [model] keys and values (an unknown key, dropout = "0.1", ...)
+        config = model.build(data.vocab_size)
+    except BookError as error:
+        raise BookError(f"{where} {error}") from error
+    require(config.positional != "sinusoidal" or config.d_model % 2 == 0, f"{where} d_model",
+            "an even number (sinusoidal positions pair sin and cos, Section 3.5)",
+            config.d_model)
+    return config
+
+
+def _check_data(d: DataSection, model: TransformerConfig, source: str) -> None:
+    """``[data]``: languages, BPE size, token budget, lengths, subset and data folder."""
+    where = f"{source} [data]"
+    require_one_of(d.src, f"{where} src", MULTI30K_LANGUAGES)
+    require_one_of(d.tgt, f"{where} tgt", MULTI30K_LANGUAGES)
+    require(d.src != d.tgt, f"{where} tgt", f"a language different from src={d.src!r}",
+            repr(d.tgt))
+    require_positive_int(d.max_len, f"{where} max_len")
+    longest = min(d.max_len, model.max_len)  # the longest pair prepare_data keeps
+    require(type(d.max_tokens) is int and d.max_tokens >= longest, f"{where} max_tokens",
+            f"an integer >= {longest}, the longest pair kept (min of [data] max_len and "
+            "[model] max_len), so that every pair fits in a batch", repr(d.max_tokens))
+    if d.train_subset is not None:
+        require_positive_int(d.train_subset, f"{where} train_subset")
+    require(d.data_dir is None or (isinstance(d.data_dir, str) and d.data_dir != ""),
+            f"{where} data_dir", "a folder path (a non-empty string) or no such key",
+            repr(d.data_dir))
+
+
+def _check_train(t: TrainSection, model: TransformerConfig, source: str) -> None:
+    """``[train]``: budgets, schedule, accumulation, intervals, seed and precision."""
+    where = f"{source} [train]"
+    for name, minimum in (("warmup_steps", 1), ("accumulation", 1), ("eval_every", 1),
+                          ("checkpoint_every", 1), ("keep_last", 1), ("seed", 0)):
+        require_positive_int(getattr(t, name), f"{where} {name}", minimum)
+    require(t.max_steps is not None or t.max_minutes is not None,
+            f"{where} max_steps/max_minutes", "at least one budget", "neither")
+    if t.max_steps is not None:
+        require_positive_int(t.max_steps, f"{where} max_steps")
+    for name, value in (("max_minutes", t.max_minutes), ("clip_norm", t.clip_norm)):
+        if value is not None:
+            require_positive_number(value, f"{where} {name}")
+    require_positive_number(t.lr_factor, f"{where} lr_factor")
+    # Section 5.3's rate peaks at step warmup_steps: lr_factor · (d_model · warmup_steps)^-0.5.
+    peak = t.lr_factor / math.sqrt(model.d_model * t.warmup_steps)
+    limit = FLOAT32_MAX * (1 - ADAM_BETA1) * math.sqrt(model.d_model * t.warmup_steps)
+    require(peak / (1 - ADAM_BETA1) <= FLOAT32_MAX, f"{where} lr_factor",
+            f"at most {limit:.3g}, so that the peak learning rate (lr_factor · (d_model · "
+            "warmup_steps)^-0.5) and Adam's step stay finite in float32", repr(t.lr_factor))
+    require_one_of(t.precision, f"{where} precision", PRECISIONS)
+
+
+def _check_decode(dec: DecodeSection, source: str) -> None:
+    """``[decode]``: beam size, length penalty and maximum output length."""
+    where = f"{source} [decode]"
+    require_positive_int(dec.beam_size, f"{where} beam_size")
+    require_positive_int(dec.max_len_b, f"{where} max_len_b", 0)
+    require_number(dec.alpha, f"{where} alpha", minimum=0)
+    require_positive_number(dec.max_len_a, f"{where} max_len_a", allow_zero=True)
 
 
 def load_run_config(path: str | Path) -> RunConfig:

@@ -21,12 +21,13 @@ import torch
 from transformer_book.data.batching import TokenBudgetSampler, collate_pairs
 from transformer_book.data.multi30k import load_multi30k
 from transformer_book.data.tokenizer import BOS_ID, EOS_ID, PAD_ID, BPETokenizer
+from transformer_book.run.checkpoint import METADATA, list_checkpoints
 from transformer_book.run.config import RunConfig
 from transformer_book.util.files import atomic_write_text
 from transformer_book.util.validation import require
 
-__all__ = ["PreparedData", "StepBatch", "check_ids", "epoch_steps", "make_batch",
-           "make_step_batch", "prepare_data"]
+__all__ = ["PreparedData", "StepBatch", "check_ids", "check_same_data", "epoch_steps",
+           "make_batch", "make_step_batch", "prepare_data"]
 
 TOKENIZER_FILE = "tokenizer.json"
 TOKENIZER_INFO = "tokenizer-info.json"
@@ -66,8 +67,14 @@ def prepare_data(run_config: RunConfig, out_dir: str | Path, *, is_main: bool = 
     Pairs longer than ``[data] max_len`` (or the model's positions) are dropped. With
     ``val_sentences`` only the first that many validation pairs are used.
     """
+    require(isinstance(run_config, RunConfig), "run_config", "a RunConfig",
+            type(run_config).__name__)
+    run_config.validate()  # its fields may have changed since it was built
     d = run_config.data
     out_dir = Path(out_dir)
+    checkpoints = list_checkpoints(out_dir)
+    if checkpoints:  # a resume: refuse a changed [data] before anything is read or written
+        check_same_data(run_config, checkpoints[-1])
     train_pairs = load_multi30k("train", d.src, d.tgt, d.data_dir)
     if d.train_subset is not None:
         train_pairs = train_pairs[: d.train_subset]
@@ -75,8 +82,12 @@ def prepare_data(run_config: RunConfig, out_dir: str | Path, *, is_main: bool = 
     path, info_path = out_dir / TOKENIZER_FILE, out_dir / TOKENIZER_INFO
     info = {"src": d.src, "tgt": d.tgt, "vocab_size": d.vocab_size,
             "train_subset": d.train_subset, "train_pairs": len(train_pairs)}
-    cached = (path.is_file() and info_path.is_file()
-              and json.loads(info_path.read_text(encoding="utf-8")) == info)
+    saved_info = _read_json(info_path)
+    cached = path.is_file() and saved_info == info
+    # The checkpoints were trained with this tokenizer: never replace it under them.
+    require(cached or not (checkpoints and path.is_file()), str(path),
+            f"a tokenizer trained with {info} ({TOKENIZER_INFO}), as the checkpoints in "
+            f"{out_dir} would be", f"{saved_info} (use another out folder)")
     if is_main and not cached:
         out_dir.mkdir(parents=True, exist_ok=True)
         texts = [s for s, _ in train_pairs] + [t for _, t in train_pairs]
@@ -105,6 +116,32 @@ def prepare_data(run_config: RunConfig, out_dir: str | Path, *, is_main: bool = 
              "train_tgt_tokens": sum(map(len, encoded["train"][1]))}
     return PreparedData(tokenizer, path, encoded["train"][0], encoded["train"][1],
                         encoded["val"][0], encoded["val"][1], encoded["val"][2], stats)
+
+
+def _read_json(path: Path) -> Any:
+    """The JSON content of ``path``, or ``None`` if it is missing or unreadable."""
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
+def check_same_data(run_config: RunConfig, checkpoint: Path) -> None:
+    """Refuse to resume from ``checkpoint`` with another ``[data]`` (``data_dir`` aside: it
+    says where the files are, not what they hold). Reads only ``checkpoint.json``; one that
+    cannot be read is left to the checkpoint loader to refuse."""
+    saved = _read_json(checkpoint / METADATA)
+    for key in ("config", "run", "data"):
+        saved = saved.get(key) if isinstance(saved, dict) else None
+    if not isinstance(saved, dict):
+        return
+    now = run_config.to_dict()["data"]
+    changed = [f"[data] {key}: {saved.get(key)!r} in the checkpoint, {now.get(key)!r} now"
+               for key in sorted(set(saved) | set(now))
+               if key != "data_dir" and saved.get(key) != now.get(key)]
+    require(not changed, "resume", f"the config of the checkpoint {checkpoint}",
+            "; ".join(changed) + " (use another --out folder, or --no-resume after "
+            "removing the checkpoints)")
 
 
 def make_batch(src: list[list[int]], tgt: list[list[int]], indices: list[int],
