@@ -300,5 +300,5 @@ def test_checkpoint_files_are_readable_as_the_umask_allows(tmp_path):
         os.umask(previous)
     assert path.stat().st_mode & 0o777 == 0o755, "the folder, not mkdtemp's 0700"
     modes = {p.name: p.stat().st_mode & 0o777 for p in path.iterdir()}
-    assert modes == dict.fromkeys(["checkpoint.json", "model.safetensors", "optimizer.pt",
-                                   "rng.json", "tokenizer.json"], 0o644)
+    assert modes == dict.fromkeys(["checkpoint.json", "checkpoint.sha256", "model.safetensors",
+                                   "optimizer.pt", "rng.json", "tokenizer.json"], 0o644)

@@ -5,6 +5,8 @@ A checkpoint is a folder::
     step_00001000/
         model.safetensors   the weights (tied tensors stored once, see below)
         checkpoint.json     config, step, tokenizer, environment, sha256 of every file
+        checkpoint.sha256   the sha256 of checkpoint.json (written last: an edited config
+                            is refused, :mod:`transformer_book.run.manifest`)
         rng.json            torch / CUDA / python / numpy RNG states (JSON-friendly,
                             :mod:`transformer_book.util.rng`)
         tokenizer.json      optional: the BPE tokenizer the model was trained with
@@ -12,10 +14,11 @@ A checkpoint is a folder::
                             so it loads with ``torch.load(weights_only=True)``
 
 The folder is written into a temporary sibling, fsynced, then renamed into place, so an
-interrupted save leaves the previous checkpoint intact. Section 6.1: "For the base models,
-we used a single model obtained by averaging the last 5 checkpoints, which were written at
-10-minute intervals": :func:`load_weights` reads one checkpoint's verified weights, and
-:mod:`transformer_book.inference.averaging` averages several.
+interrupted save leaves the previous checkpoint intact; what it leaves behind is recovered or
+removed on the next save or listing (:mod:`transformer_book.run.leftovers`). Section 6.1:
+"For the base models, we used a single model obtained by averaging the last 5 checkpoints,
+which were written at 10-minute intervals": :func:`load_weights` reads one checkpoint's
+verified weights, and :mod:`transformer_book.inference.averaging` averages several.
 
 Tied weights (Section 3.4 shares the embeddings and the pre-softmax projection) share one
 storage, which safetensors refuses to save twice: each group of identical tensors is stored
@@ -35,14 +38,29 @@ from typing import Any
 
 import numpy as np
 import torch
+from safetensors import SafetensorError
 from safetensors.torch import load_file, save
 from torch import nn
 
+from transformer_book.run.leftovers import release, save_folder, tidy
+from transformer_book.run.manifest import (
+    FORMAT_VERSION,
+    METADATA,
+    METADATA_HASH,
+    OPTIMIZER,
+    RNG,
+    TOKENIZER,
+    WEIGHTS,
+    load_resumables,
+    metadata_hash_text,
+    read_metadata,
+    read_rng_state,
+    read_step,
+)
 from transformer_book.util.files import (
     atomic_write_bytes,
     atomic_write_text,
     fsync_path,
-    new_directory,
     sha256_file,
 )
 from transformer_book.util.rng import capture_rng_state, restore_rng_state
@@ -51,6 +69,7 @@ from transformer_book.util.validation import fail, require, require_positive_int
 __all__ = [
     "FORMAT_VERSION",
     "METADATA",
+    "METADATA_HASH",
     "OPTIMIZER",
     "RNG",
     "TOKENIZER",
@@ -63,13 +82,6 @@ __all__ = [
     "prune_checkpoints",
     "save_checkpoint",
 ]
-
-WEIGHTS = "model.safetensors"
-METADATA = "checkpoint.json"
-RNG = "rng.json"
-TOKENIZER = "tokenizer.json"
-OPTIMIZER = "optimizer.pt"
-FORMAT_VERSION = 1
 
 
 # --------------------------------------------------------------------------- file helpers
@@ -157,18 +169,17 @@ def save_checkpoint(
             "at most one of them", "both")
     config = _json_ready(config, "config")
     extra = _json_ready(extra or {}, "extra")
-    if tokenizer_path is not None:
-        require(Path(tokenizer_path).is_file(), "tokenizer_path", "an existing file",
-                str(tokenizer_path))
+    require(tokenizer_path is None or Path(tokenizer_path).is_file(), "tokenizer_path",
+            "an existing file", str(tokenizer_path))
     target = Path(directory)
     target.parent.mkdir(parents=True, exist_ok=True)
-    _recover(target)
-    temp = new_directory(target.parent, f".{target.name}.tmp-")
+    tidy(target.parent)  # leftovers of an interrupted save: recovered or removed
+    temp = save_folder(target.parent, target.name, "tmp")
     try:
         tied, num_tensors = _write_weights(temp, model)
         _write_resumables(temp, tokenizer_path, tokenizer_json, optimizer, scheduler)
         _write_json(temp / RNG, rng_state if rng_state is not None else capture_rng_state())
-        _write_json(temp / METADATA, {
+        _write_metadata(temp, {
             "format_version": FORMAT_VERSION, "step": step, "config": config,
             "tokenizer": TOKENIZER if (temp / TOKENIZER).exists() else None,
             "tied": tied, "num_tensors": num_tensors,
@@ -183,7 +194,17 @@ def save_checkpoint(
     except BaseException:
         shutil.rmtree(temp, ignore_errors=True)
         raise
+    finally:
+        release(temp)
     return target
+
+
+def _write_metadata(folder: Path, metadata: dict[str, Any]) -> None:
+    """``checkpoint.json``, then its own hash in ``checkpoint.sha256``: the last file
+    written, so a folder holding it is complete."""
+    text = json.dumps(metadata, indent=2, sort_keys=True) + "\n"
+    atomic_write_text(folder / METADATA, text)
+    atomic_write_text(folder / METADATA_HASH, metadata_hash_text(text.encode("utf-8")))
 
 
 def _write_weights(folder: Path, model: nn.Module) -> tuple[dict[str, str], int]:
@@ -216,42 +237,33 @@ def _environment() -> dict[str, Any]:
 
 
 def _swap_in(temp: Path, target: Path) -> None:
-    """Rename ``temp`` to ``target``; an existing target is moved away first, then deleted."""
-    old = None
-    if target.exists():
-        old = new_directory(target.parent, f".{target.name}.old-")
-        os.replace(target, old / "previous")
-    os.replace(temp, target)
-    fsync_path(target.parent)
-    if old is not None:
-        shutil.rmtree(old, ignore_errors=True)
-
-
-def _recover(target: Path) -> None:
-    """If a crash hit between the two renames of :func:`_swap_in`, put the old copy back."""
-    if target.exists():
+    """Rename ``temp`` to ``target``; an existing target is moved away first, then deleted
+    (put back if the second rename fails; a crash in between is for :func:`tidy`)."""
+    if not target.exists():
+        os.replace(temp, target)
+        fsync_path(target.parent)
         return
-    backups = sorted(target.parent.glob(f".{target.name}.old-*/previous"))
-    if backups:
-        os.replace(backups[-1], target)
+    old = save_folder(target.parent, target.name, "old")
+    try:
+        os.replace(target, old / "previous")
+        try:
+            os.replace(temp, target)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.replace(old / "previous", target)
+            raise
+        fsync_path(target.parent)
+        shutil.rmtree(old, ignore_errors=True)
+    finally:
+        release(old)
 
 
 def _read_metadata(directory: Path) -> dict[str, Any]:
-    _recover(directory)
-    meta_path = directory / METADATA
-    require(meta_path.is_file(), "directory", f"a checkpoint folder with {METADATA}",
-            str(directory))
-    try:
-        metadata = json.loads(meta_path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as error:
-        raise fail(str(meta_path), "valid JSON", f"{error}") from error
-    for name, digest in metadata.get("sha256", {}).items():
-        path = directory / name
-        require(path.is_file(), str(path), "a file listed in checkpoint.json", "missing")
-        actual = sha256_file(path)
-        require(actual == digest, str(path), f"sha256 {digest} (corrupted or modified file)",
-                f"sha256 {actual}")
-    return metadata
+    """Checked metadata, every file verified; a checkpoint missing after a crash between
+    the renames of :func:`_swap_in` is recovered first (:func:`tidy`)."""
+    if not directory.exists():
+        tidy(directory.parent)
+    return read_metadata(directory)
 
 
 def load_weights(directory: str | Path, map_location: str | torch.device = "cpu"
@@ -267,8 +279,17 @@ def load_weights(directory: str | Path, map_location: str | torch.device = "cpu"
 
 def _load_state(directory: Path, metadata: dict[str, Any], map_location: str | torch.device
                 ) -> dict[str, torch.Tensor]:
-    state = load_file(str(directory / WEIGHTS), device=str(map_location))
-    for dropped, kept in metadata.get("tied", {}).items():
+    path = directory / WEIGHTS
+    try:
+        state = load_file(str(path), device=str(map_location))
+    except (SafetensorError, OSError) as error:
+        raise fail(str(path), "a safetensors file", f"{error}") from error
+    tied = metadata.get("tied", {})
+    bad = sorted(f"{dropped} -> {kept}" for dropped, kept in tied.items()
+                 if kept not in state or dropped in state)
+    require(not bad, f"{directory / METADATA} [tied]",
+            f"entries naming a tensor of {WEIGHTS} and one it does not hold", bad[:5])
+    for dropped, kept in tied.items():
         state[dropped] = state[kept]
     return state
 
@@ -324,16 +345,8 @@ def load_checkpoint(
                 problem)
         model.load_state_dict(state, strict=True)
     if optimizer is not None or scheduler is not None:
-        path = directory / OPTIMIZER
-        require(path.is_file(), "optimizer", f"a checkpoint saved with optimizer state "
-                f"({OPTIMIZER})", f"no {OPTIMIZER} in {directory}")
-        saved = torch.load(path, map_location=map_location, weights_only=True)
-        for name, obj in (("optimizer", optimizer), ("scheduler", scheduler)):
-            if obj is not None:
-                require(saved.get(name) is not None, name, f"{name} state in {path}", "none")
-                obj.load_state_dict(saved[name])
-    rng_path = directory / RNG
-    rng_state = json.loads(rng_path.read_text(encoding="utf-8")) if rng_path.is_file() else None
+        load_resumables(directory, optimizer, scheduler, map_location)
+    rng_state = read_rng_state(directory)
     if restore_rng:
         require(rng_state is not None, "restore_rng", f"a checkpoint with {RNG}", "none")
         restore_rng_state(rng_state)
@@ -344,17 +357,23 @@ def load_checkpoint(
 
 
 def list_checkpoints(run_dir: str | Path, pattern: str = "step_*") -> list[Path]:
-    """Checkpoint folders in ``run_dir`` matching ``pattern``, sorted by their saved step."""
+    """Checkpoint folders in ``run_dir`` matching ``pattern``, sorted by their saved step.
+
+    The leftovers of an interrupted save are dealt with first (a checkpoint missing after a
+    crash between the renames is recovered, the rest removed; each reported on stderr,
+    :mod:`transformer_book.run.leftovers`). A folder with a ``checkpoint.json`` that is not
+    valid checkpoint metadata is a :class:`BookError` naming it, not skipped: a run is never
+    silently resumed (or translated) from an older checkpoint than its newest.
+    """
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
         return []
+    tidy(run_dir)
     found = []
     for path in run_dir.glob(pattern):
-        meta = path / METADATA
-        if path.is_dir() and meta.is_file():
-            with contextlib.suppress(json.JSONDecodeError, OSError):
-                found.append((int(json.loads(meta.read_text(encoding="utf-8"))["step"]), path))
-    return [path for _, path in sorted(found)]
+        if not path.name.startswith(".") and path.is_dir() and (path / METADATA).is_file():
+            found.append((read_step(path), path.name, path))
+    return [path for *_, path in sorted(found)]
 
 
 def prune_checkpoints(run_dir: str | Path, keep_last: int, pattern: str = "step_*") -> list[Path]:
