@@ -1,8 +1,12 @@
 """Where and how a training step runs: mixed precision and several processes (DDP).
 
 Mixed precision (not in the paper, which trained in fp32 on P100s): on CUDA, "auto" means
-bf16 autocast where the GPU supports it and fp16 with loss scaling (``GradScaler``)
-otherwise; CPUs and Apple GPUs train in fp32.
+bf16 autocast on a GPU with native bf16 (compute capability 8.0 and above: A100, H100, RTX 30xx
+and later) and fp16 with loss scaling (``GradScaler``) below it (a T4, a V100), where bf16 is
+only emulated and several times slower (``torch.cuda.is_bf16_supported()`` counts emulation,
+so it is not asked); CPUs and Apple GPUs train in fp32. An optimizer step the scaler skips
+(inf/NaN in the fp16 gradients) is reported by :func:`optimizer_step`, so that the learning
+rate schedule does not advance on it.
 
 Several processes: ``torchrun`` sets RANK, WORLD_SIZE and LOCAL_RANK; :func:`setup_distributed`
 joins the process group (NCCL on CUDA, gloo on CPU).
@@ -18,25 +22,84 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from transformer_book.util.env import get_device
+from transformer_book.run.config import PRECISIONS
+from transformer_book.util.env import device_name, get_device
+from transformer_book.util.validation import require, require_one_of
 
-__all__ = ["DistInfo", "all_reduce", "autocast", "resolve_precision", "setup_distributed"]
+__all__ = [
+    "BF16_CAPABILITY",
+    "DistInfo",
+    "all_reduce",
+    "autocast",
+    "make_scaler",
+    "optimizer_step",
+    "resolve_precision",
+    "setup_distributed",
+]
+
+# The first compute capability with bf16 tensor cores (Ampere); below it bf16 is emulated.
+BF16_CAPABILITY = (8, 0)
 
 
-def resolve_precision(precision: str, device: torch.device) -> str:
-    """fp32 off CUDA; on CUDA "auto" is bf16 where supported, else fp16 (loss scaling)."""
+def resolve_precision(precision: str, device: torch.device | str) -> str:
+    """The precision a training step runs in on ``device``, for ``[train] precision``.
+
+    Off CUDA: "fp32" whatever was asked (CPU and Apple GPU autocast gain nothing here).
+    On CUDA, "auto" is "bf16" on compute capability >= 8.0 (native bf16 tensor cores, no
+    loss scaling needed) and "fp16" below (with a ``GradScaler``, :func:`make_scaler`);
+    "fp32" and "fp16" are kept; "bf16" below 8.0 is refused (only emulated there, several
+    times slower than fp16: ask for "auto" or "fp16").
+    """
+    require_one_of(precision, "precision", PRECISIONS)
+    device = torch.device(device)
     if device.type != "cuda":
         return "fp32"
+    capability = tuple(torch.cuda.get_device_capability(device))
+    native = capability >= BF16_CAPABILITY
     if precision == "auto":
-        return "bf16" if torch.cuda.is_bf16_supported() else "fp16"
+        return "bf16" if native else "fp16"
+    require(precision != "bf16" or native, "precision",
+            f"'auto', 'fp16' or 'fp32' on {device_name(device)} (compute capability "
+            f"{capability[0]}.{capability[1]} < 8.0: bf16 is only emulated, several times "
+            "slower)", repr(precision))
     return precision
 
 
 def autocast(precision: str, device: torch.device) -> contextlib.AbstractContextManager:
+    """The autocast context of a resolved ``precision`` ("fp32": none; "bf16"/"fp16":
+    ``torch.autocast`` to that dtype on ``device``'s type)."""
+    require_one_of(precision, "precision", PRECISIONS[1:])
     if precision == "fp32":
         return contextlib.nullcontext()
     dtype = torch.bfloat16 if precision == "bf16" else torch.float16
-    return torch.autocast(device_type=device.type, dtype=dtype)
+    return torch.autocast(device_type=torch.device(device).type, dtype=dtype)
+
+
+def make_scaler(precision: str, device: torch.device | str) -> torch.amp.GradScaler | None:
+    """A ``GradScaler`` for a resolved "fp16" (loss scaling keeps small fp16 gradients from
+    flushing to zero), ``None`` for "fp32" and "bf16" (bf16 has fp32's exponent range)."""
+    require_one_of(precision, "precision", PRECISIONS[1:])
+    return torch.amp.GradScaler(torch.device(device).type) if precision == "fp16" else None
+
+
+def optimizer_step(optimizer: torch.optim.Optimizer,
+                   scaler: torch.amp.GradScaler | None) -> bool:
+    """Step ``optimizer`` (through ``scaler`` in fp16) and say whether it stepped.
+
+    Without a scaler the step is always taken (``True``). With one, ``scaler.step`` skips
+    the update when the fp16 gradients hold inf/NaN and ``scaler.update`` then lowers the
+    scale: ``False`` is returned, and the caller must not advance the learning-rate
+    schedule (eq. 3 counts updates). ``scaler.unscale_(optimizer)`` may have been called
+    before (to clip the gradients). The scale is read before and after the step (fp16
+    only; ``scaler.step`` itself reads the inf check from the device anyway).
+    """
+    if scaler is None:
+        optimizer.step()
+        return True
+    before = scaler.get_scale()
+    scaler.step(optimizer)
+    scaler.update()
+    return scaler.get_scale() >= before
 
 
 @dataclass
