@@ -21,7 +21,9 @@ from transformer_book.run.checkpoint import (
     prune_checkpoints,
     save_checkpoint,
 )
+from transformer_book.run.manifest import metadata_hash_text
 from transformer_book.train.objective import make_optimizer
+from transformer_book.util.files import sha256_file
 from transformer_book.util.rng import capture_rng_state, restore_rng_state
 from transformer_book.util.validation import BookError
 
@@ -302,3 +304,166 @@ def test_checkpoint_files_are_readable_as_the_umask_allows(tmp_path):
     modes = {p.name: p.stat().st_mode & 0o777 for p in path.iterdir()}
     assert modes == dict.fromkeys(["checkpoint.json", "checkpoint.sha256", "model.safetensors",
                                    "optimizer.pt", "rng.json", "tokenizer.json"], 0o644)
+
+
+# ------------------------------------------------- checkpoint.json: checked and protected
+
+
+def _rewrite(path, change):
+    """Edit checkpoint.json as ``change(meta)`` does and record its new hash, as a careful
+    editor (or an older writer) would: only the structure checks stand in the way."""
+    meta = json.loads((path / "checkpoint.json").read_text())
+    changed = change(meta)
+    meta = meta if changed is None else changed
+    text = json.dumps(meta)
+    (path / "checkpoint.json").write_text(text)
+    (path / "checkpoint.sha256").write_text(metadata_hash_text(text.encode()))
+
+
+def _set(key, value):
+    def change(meta):
+        meta[key] = value
+    return change
+
+
+def test_an_edited_config_is_refused(tmp_path):
+    """norm_first flipped keeps every shape and changes the logits: the hash catches it."""
+    path = save_checkpoint(tmp_path / "c", _model(), config={"model": {"norm_first": False}},
+                           step=3)
+    meta_path = path / "checkpoint.json"
+    meta_path.write_text(meta_path.read_text().replace('"norm_first": false',
+                                                       '"norm_first": true'))
+    with pytest.raises(BookError, match=r"c/checkpoint.json: expected sha256 '[0-9a-f]{64}' "
+                       r"as recorded in checkpoint.sha256 \(an edited or corrupted "
+                       r"checkpoint.json.*received sha256 [0-9a-f]{64}$"):
+        load_checkpoint(path, _model())
+    with pytest.raises(BookError, match=r"checkpoint.json: expected sha256"):
+        list_checkpoints(tmp_path, "c")
+    (path / "checkpoint.sha256").unlink()
+    with pytest.raises(BookError, match=r"c/checkpoint.sha256: expected the sha256 of "
+                       r"checkpoint.json \(format 2 checkpoints have one\), received no such"):
+        load_checkpoint(path)
+
+
+def test_format_1_checkpoints_still_load(tmp_path):
+    model = _model(0)
+    path = save_checkpoint(tmp_path / "c", model, config={}, step=3)
+    (path / "checkpoint.sha256").unlink()
+    meta = json.loads((path / "checkpoint.json").read_text())
+    (path / "checkpoint.json").write_text(json.dumps({**meta, "format_version": 1}))
+    fresh = _model(1)
+    assert load_checkpoint(path, fresh)["step"] == 3
+    _same(model, fresh)
+
+
+MALFORMED = [
+    ("a list", lambda meta: [meta], r"checkpoint.json: expected a JSON object \(checkpoint "
+     r"metadata\), received list"),
+    ("sha256 a list", _set("sha256", ["model.safetensors"]),
+     r"checkpoint.json \[sha256\]: expected an object \{file name: sha256\}"),
+    ("sha256 without the weights", _set("sha256", {}), r"\[sha256\]: expected an object "
+     r"\{file name: sha256\} listing at least model.safetensors, received \{\}"),
+    ("sha256 naming a file outside", lambda meta: meta["sha256"].update(
+        {"../../../../etc/hostname": "0" * 64}), r"\[sha256\]: expected only the files of a "
+     r"checkpoint \(model.safetensors, .*\), received \['../../../../etc/hostname'\]"),
+    ("sha256 not hex", lambda meta: meta["sha256"].update({"rng.json": 5}),
+     r"\[sha256\]: expected 64 lowercase hex digits per file, received \['rng.json'\]"),
+    ("step missing", lambda meta: meta.pop("step") and None,
+     r"checkpoint.json \[step\]: expected an integer >= 0, received no such field"),
+    ("step a string", _set("step", "ten"),
+     r"checkpoint.json \[step\]: expected an integer >= 0, received 'ten'"),
+    ("step negative", _set("step", -1), r"\[step\]: expected an integer >= 0, received -1"),
+    ("step a bool", _set("step", True), r"\[step\]: expected an integer >= 0, received True"),
+    ("tied a list", _set("tied", ["out.weight"]),
+     r"checkpoint.json \[tied\]: expected an object \{dropped tensor name: kept tensor name\}"),
+    ("tied to itself", _set("tied", {"out.weight": "out.weight"}), r"\[tied\]: expected an "
+     r"object \{dropped"),
+    ("format 3", _set("format_version", 3), r"\[format_version\]: expected 1 or 2, received 3"),
+    ("config a string", _set("config", "norm_first"),
+     r"checkpoint.json \[config\]: expected a JSON object, received str"),
+    ("extra a list", _set("extra", []), r"\[extra\]: expected a JSON object, received list"),
+    ("num_tensors a float", _set("num_tensors", 2.5),
+     r"\[num_tensors\]: expected an integer >= 0, received 2.5"),
+    ("tokenizer elsewhere", _set("tokenizer", "/etc/passwd"),
+     r"\[tokenizer\]: expected null or 'tokenizer.json' \(listed in sha256\), received "
+     r"'/etc/passwd'"),
+]
+
+
+@pytest.mark.parametrize(("change", "match"), [case[1:] for case in MALFORMED],
+                         ids=[case[0] for case in MALFORMED])
+def test_malformed_metadata_names_the_file_and_field(tmp_path, change, match):
+    path = save_checkpoint(tmp_path / "step_00000003", _model(), config={}, step=3)
+    _rewrite(path, change)
+    for call in (lambda: load_checkpoint(path, _model()), lambda: load_weights(path),
+                 lambda: list_checkpoints(tmp_path)):
+        with pytest.raises(BookError, match=match):
+            call()
+
+
+def test_a_tied_entry_must_name_stored_tensors(tmp_path):
+    path = save_checkpoint(tmp_path / "c", _model(), config={}, step=3)
+    _rewrite(path, _set("tied", {"out.weight": "nonexistent.weight"}))
+    with pytest.raises(BookError, match=r"c/checkpoint.json \[tied\]: expected entries naming "
+                       r"a tensor of model.safetensors .*\['out.weight -> nonexistent.weight'\]"):
+        load_checkpoint(path, _model())
+    _rewrite(path, _set("tied", {"embed.weight": "body.0.weight"}))  # would overwrite one
+    with pytest.raises(BookError, match=r"\['embed.weight -> body.0.weight'\]"):
+        load_weights(path)
+
+
+def test_files_outside_or_unlisted_are_never_read(tmp_path):
+    outside = tmp_path / "secret"
+    outside.write_text("not a checkpoint's")
+    path = save_checkpoint(tmp_path / "c", _model(), config={}, step=3)
+    (path / "rng.json").unlink()
+    (path / "rng.json").symlink_to(outside)
+    with pytest.raises(BookError, match=r"c/rng.json: expected a plain file inside the "
+                       r"checkpoint folder, received a link or a folder$"):
+        load_checkpoint(path)
+    path = save_checkpoint(tmp_path / "d", _model(), config={}, step=3)
+    torch.save({"optimizer": None, "scheduler": None}, path / "optimizer.pt")
+    with pytest.raises(BookError, match=r"d/optimizer.pt: expected a file listed in "
+                       r"checkpoint.json \(or none\), received a file that is not listed"):
+        load_checkpoint(path)
+
+
+class _Payload:
+    def __reduce__(self):
+        return (os.system, ("echo pwned",))
+
+
+def test_a_malicious_optimizer_file_is_a_clear_refusal(tmp_path):
+    model = _model()
+    path = save_checkpoint(tmp_path / "c", model, config={}, step=3,
+                           optimizer=torch.optim.SGD(model.parameters(), lr=0.1))
+    torch.save({"optimizer": _Payload(), "scheduler": None}, path / "optimizer.pt")
+    _rewrite(path, lambda meta: meta["sha256"].update(
+        {"optimizer.pt": sha256_file(path / "optimizer.pt")}))
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    with pytest.raises(BookError, match=r"c/optimizer.pt: expected optimizer and schedule "
+                       r"states of plain tensors and numbers \(torch.load with "
+                       r"weights_only=True\), received UnpicklingError: "):
+        load_checkpoint(path, optimizer=optimizer)
+    torch.save({"optimizer": {"state": {}, "param_groups": []}, "scheduler": None},
+               path / "optimizer.pt")
+    _rewrite(path, lambda meta: meta["sha256"].update(
+        {"optimizer.pt": sha256_file(path / "optimizer.pt")}))
+    with pytest.raises(BookError, match=r"optimizer: expected optimizer state that fits it "
+                       r"\(from .*optimizer.pt\), received ValueError"):
+        load_checkpoint(path, optimizer=optimizer)
+
+
+def test_unreadable_rng_and_weights_are_clear_refusals(tmp_path):
+    path = save_checkpoint(tmp_path / "c", _model(), config={}, step=3)
+    for name, content, match in [
+        ("rng.json", b"{not json", r"c/rng.json: expected valid JSON \(RNG states\)"),
+        ("rng.json", b"[1, 2]", r"c/rng.json: expected a JSON object of RNG states, "
+                                r"received list"),
+        ("model.safetensors", b"garbage", r"c/model.safetensors: expected a safetensors file"),
+    ]:
+        (path / name).write_bytes(content)
+        _rewrite(path, lambda meta, name=name: meta["sha256"].update(
+            {name: sha256_file(path / name)}))
+        with pytest.raises(BookError, match=match):
+            load_checkpoint(path, _model())

@@ -190,7 +190,7 @@ def load_resumables(directory: Path, optimizer: torch.optim.Optimizer | None,
             try:
                 obj.load_state_dict(saved[name])
             except (KeyError, ValueError, TypeError, IndexError) as error:
-                raise fail(name, f"a {name} state that fits (from {path})",
+                raise fail(name, f"{name} state that fits it (from {path})",
                            f"{type(error).__name__}: {error}"[:300]) from error
 
 
