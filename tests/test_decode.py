@@ -5,6 +5,7 @@ holds every hypothesis), EOS and length handling, batch independence, bad argume
 from __future__ import annotations
 
 import itertools
+import math
 
 import pytest
 import torch
@@ -183,13 +184,17 @@ def test_k_finished_stops_no_later_and_never_beats_the_exact_rule(trained: Trans
 
 
 def test_a_beam_holding_every_hypothesis_finds_the_best_one() -> None:
-    """Vocabulary {<eos>, 3, 4, 5}, at most 3 tokens: 40 hypotheses, checked exhaustively."""
-    m = tiny(vocab=6, seed=5)
+    """Tokens {<eos>, 3, 4, 5} (the others can never be generated), at most 3 tokens: 40
+    hypotheses, checked exhaustively. A beam of 36 (no wider than the vocabulary of 40)
+    keeps every candidate at every step: 4, then 12, then 36, then 27 forced <eos>."""
+    m = tiny(vocab=40, seed=5)
+    with torch.no_grad():
+        m.generator.bias[6:] = -math.inf
     src = torch.tensor([[3, 4, 5, 4], [5, 5, 0, 0]])
     hyps = [list(h) for n in range(4) for h in itertools.product((3, 4, 5), repeat=n)]
     log_p = [{tuple(h): score_hypothesis(m, src[i], h, alpha=0.0) for h in hyps} for i in range(2)]
     for alpha in (0.0, 0.6, 2.0):
-        found = beam_search(m, src, beam_size=27, alpha=alpha, max_len_a=0.0, max_len_b=3)
+        found = beam_search(m, src, beam_size=36, alpha=alpha, max_len_a=0.0, max_len_b=3)
         for i in range(2):
             best = max(hyps, key=lambda h: log_p[i][tuple(h)] / length_penalty(len(h) + 1, alpha))
             assert found[i] == best, (alpha, i)
@@ -254,6 +259,16 @@ def test_output_length_limits_are_per_sentence_and_capped() -> None:
         output_length_limits(src, 0, 1.0, 50, 1)
     with pytest.raises(BookError, match="max_len_a: expected a finite number >= 0"):
         output_length_limits(src, 0, "1", 50, 64)
+
+
+def test_huge_length_budgets_mean_as_long_as_the_model_allows() -> None:
+    """``a · |x|`` used to overflow float32 to inf, which ``.long()`` made -2**63, clamped
+    to a single token; a huge ``b`` was an OverflowError."""
+    src = torch.tensor([[5, 6, 7, 0], [0, 0, 0, 0]])  # the second row: no real token
+    assert output_length_limits(src, 0, 1e300, 5, 64).tolist() == [63, 5]
+    assert output_length_limits(src, 0, 1.0, 10**30, 64).tolist() == [63, 63]
+    assert output_length_limits(src, 0, 1e300, 10**30, 64).tolist() == [63, 63]
+    assert output_length_limits(src, 0, 2.0, 1, 64).tolist() == [7, 1]  # unchanged below
 
 
 @pytest.mark.slow  # trains a tiny model (the trained fixture)
@@ -361,9 +376,11 @@ def test_decoding_restores_training_mode_and_tracks_no_gradients(sources: torch.
 
 def test_bad_arguments_raise_value_errors(sources: torch.Tensor) -> None:
     m = tiny()
-    with pytest.raises(ValueError, match="beam_size: expected an integer >= 1, received 0"):
+    with pytest.raises(ValueError, match="beam_size: expected an integer >= 1 and <= 16, "
+                                         "received 0"):
         beam_search(m, sources, beam_size=0)
-    with pytest.raises(ValueError, match="alpha: expected a finite number >= 0, received -1"):
+    with pytest.raises(ValueError, match="alpha: expected a finite number >= 0 and <= 10, "
+                                         "received -1"):
         beam_search(m, sources, alpha=-1)
     with pytest.raises(ValueError, match="max_len_b: expected an integer >= 0"):
         beam_search(m, sources, max_len_b=-2)
@@ -382,3 +399,64 @@ def test_bad_arguments_raise_value_errors(sources: torch.Tensor) -> None:
         greedy_decode(torch.nn.Linear(2, 2), sources)
     with pytest.raises(ValueError, match=r"src_ids: expected one sentence"):
         score_hypothesis(m, sources, [4, 5])
+
+
+@pytest.mark.parametrize("alpha", [math.inf, -math.inf, math.nan, 1000.0, 1e6, 10.5, -0.1,
+                                   "0.6", None, True])
+def test_a_length_penalty_exponent_outside_0_to_10_is_refused(sources: torch.Tensor,
+                                                               alpha) -> None:
+    """α = inf scored every hypothesis -0.0 (one-token translations), α = 1000 crashed with
+    an OverflowError: every α outside [0, MAX_ALPHA] is refused where it enters."""
+    m = tiny()
+    expected = r"alpha: expected a finite number >= 0 and <= 10, received "
+    with pytest.raises(BookError, match=expected):
+        beam_search(m, sources, alpha=alpha, max_len_b=3)
+    with pytest.raises(BookError, match=expected):
+        score_hypothesis(m, sources[0], [4, 5], alpha=alpha)
+    with pytest.raises(BookError, match=expected):
+        length_penalty(200, alpha)
+
+
+def test_the_largest_alpha_still_decodes_and_its_penalty_stays_finite(sources) -> None:
+    assert beam.MAX_ALPHA == 10.0
+    out = beam_search(tiny(), sources, alpha=10.0, max_len_b=3)
+    assert len(out) == sources.shape[0]
+    assert math.isfinite(length_penalty(63, 10.0))
+    assert beam.check_alpha(10.0, max_len=64) == 10.0
+    # A model with a million positions: lp(10^6 tokens)^10 ~ 1e52 is inf in float32.
+    with pytest.raises(BookError, match="alpha: expected a length penalty that stays finite "
+                                        "in float32 for 1000000 tokens, received 10"):
+        beam.check_alpha(10.0, max_len=1_000_000)
+
+
+@pytest.mark.parametrize("beam_size", [17, 100, 10**9])
+def test_a_beam_wider_than_the_vocabulary_is_refused(sources: torch.Tensor, beam_size) -> None:
+    """It used to hold dead hypotheses at the first step and return, silently, whatever
+    (often the empty translation); now the beam is at most the vocabulary size."""
+    m = tiny()
+    with pytest.raises(BookError, match=rf"beam_size: expected an integer >= 1 and <= 16, "
+                                        rf"received {beam_size}"):
+        beam_search(m, sources, beam_size=beam_size)
+    assert len(beam_search(m, sources, beam_size=V, max_len_b=2)) == sources.shape[0]
+
+
+@pytest.mark.parametrize(("kwargs", "match"), [
+    ({"max_len_b": -10}, r"max_len_b: expected an integer >= 0, received -10"),
+    ({"max_len_b": 2.0}, r"max_len_b: expected an integer >= 0, received 2.0"),
+    ({"max_len_a": math.inf}, r"max_len_a: expected a finite number >= 0, received inf"),
+    ({"max_len_a": math.nan}, r"max_len_a: expected a finite number >= 0, received nan"),
+    ({"min_len": 1.5}, r"min_len: expected an integer >= 0, received 1.5"),
+])
+def test_greedy_and_beam_refuse_bad_length_arguments(sources: torch.Tensor, kwargs,
+                                                     match) -> None:
+    m = tiny()
+    for decode in (greedy_decode, beam_search):
+        with pytest.raises(BookError, match=match):
+            decode(m, sources, **kwargs)
+
+
+def test_score_hypothesis_refuses_a_hypothesis_that_is_no_list_of_ids(sources) -> None:
+    m = tiny()
+    for hyp in ("45", [4, 5.0], [4, True], None):
+        with pytest.raises(BookError, match="hyp: expected a list of integer token ids"):
+            score_hypothesis(m, sources[0], hyp)

@@ -71,8 +71,18 @@ def test_translate_ids_keeps_the_model_mode_and_the_input_order(model):
     [
         ([[4, 99]], {}, r"sources: expected token ids in \[0, vocab_size=24\)"),
         ([list(range(4, 24)) * 3], {}, r"sources: expected at most max_len=40 positions"),
-        ([[4]], {"beam_size": 0}, r"beam_size: expected an integer >= 1, received 0"),
-        ([[4]], {"alpha": "0.6"}, r"alpha: expected a finite number >= 0, received '0.6'"),
+        ([[4]], {"beam_size": 0}, r"beam_size: expected an integer >= 1 and <= 24, received 0"),
+        ([[4]], {"beam_size": 25}, r"beam_size: expected an integer >= 1 and <= 24, "
+                                   r"received 25"),
+        ([[4]], {"alpha": "0.6"}, r"alpha: expected a finite number >= 0 and <= 10, "
+                                  r"received '0.6'"),
+        # greedy decoding does not use alpha, but what it is given must be usable
+        ([[4]], {"beam_size": 1, "alpha": -0.5}, r"alpha: expected a finite number >= 0 and "
+                                                 r"<= 10, received -0.5"),
+        ([[4]], {"beam_size": 1, "alpha": float("inf")}, r"alpha: expected a finite number"),
+        ([[4]], {"beam_size": 2, "alpha": 1000.0}, r"alpha: expected a finite number"),
+        ([[4]], {"max_len_b": -10}, r"max_len_b: expected an integer >= 0, received -10"),
+        ([[4]], {"max_tokens": -1}, r"max_tokens: expected an integer >= 1"),
         ([[4]], {"max_len_a": -1.0}, r"max_len_a: expected a finite number >= 0"),
         ([[4]], {"max_len_b": 1.5}, r"max_len_b: expected an integer >= 0, received 1.5"),
         ([[4]], {"max_tokens": 0}, r"max_tokens: expected an integer >= 1"),
@@ -85,6 +95,12 @@ def test_translate_ids_keeps_the_model_mode_and_the_input_order(model):
 def test_translate_ids_refuses_bad_input_before_decoding(model, sources, kwargs, match):
     with pytest.raises(BookError, match=match):
         translate_ids(model, sources, **kwargs)
+
+
+def test_translate_ids_refuses_a_model_that_is_no_transformer(model):
+    with pytest.raises(BookError, match="model: expected a transformer_book Transformer, "
+                                        "received Linear"):
+        translate_ids(torch.nn.Linear(2, 2), [[4]])
 
 
 def test_translate_ids_checks_the_values_once_per_call(model, monkeypatch):
@@ -143,3 +159,10 @@ def test_translate_uses_the_run_config_and_refuses_empty_sentences(run_dir):
         translate(trained, ["ein Mann", "  "])
     with pytest.raises(BookError, match=r"sentences\[0\]: expected at most 40 BPE tokens"):
         translate(trained, ["ein Mann fährt Fahrrad " * 20])
+    vocab = trained.model_config.vocab_size
+    with pytest.raises(BookError, match=rf"beam_size: expected an integer >= 1 and <= {vocab}"):
+        translate(trained, TEXTS[:1], beam_size=vocab + 1)
+    with pytest.raises(BookError, match=r"alpha: expected a finite number >= 0 and <= 10"):
+        translate(trained, TEXTS[:1], alpha=float("inf"))
+    with pytest.raises(BookError, match=r"max_tokens: expected an integer >= 1, received 0"):
+        translate(trained, TEXTS[:1], max_tokens=0)

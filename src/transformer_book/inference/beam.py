@@ -7,7 +7,10 @@ terminate early when possible."
 
 The length penalty of Wu et al. (2016) is ``lp(Y) = ((5 + |Y|) / 6)^α`` and a hypothesis
 scores ``log P(Y | X) / lp(Y)``; ``|Y|`` counts the generated tokens including the final
-``<eos>``. With α = 0 the score is the plain log-probability.
+``<eos>``. With α = 0 the score is the plain log-probability. α lies in ``[0, MAX_ALPHA]``:
+Wu et al. tune it in [0, 1] and beyond a few units it only divides every score by a huge
+lp (α = 10 already makes lp(200 tokens) ~ 10^15); an infinite or very large α would flatten
+every score to -0.0 (or overflow), so it is refused, like a beam wider than the vocabulary.
 
 Beam search reorders the self-attention cache along the chosen beams with ``index_select``
 (:meth:`~transformer_book.nn.kv_cache.DecoderCache.reorder`); the K beams of a sentence
@@ -30,13 +33,16 @@ from transformer_book.inference.stepper import Stepper, check_decoding, evaluati
 from transformer_book.nn.transformer import Transformer
 from transformer_book.util.validation import (
     require,
+    require_int,
     require_number,
-    require_positive_int,
     require_tensor,
 )
 
-__all__ = ["STOPPING_RULES", "TOP_BLOCKS", "beam_search", "length_penalty", "score_hypothesis",
-           "top_candidates"]
+__all__ = ["MAX_ALPHA", "STOPPING_RULES", "TOP_BLOCKS", "beam_search", "check_alpha",
+           "check_beam_size", "length_penalty", "score_hypothesis", "top_candidates"]
+
+# The largest length-penalty exponent α accepted (Section 6.1 uses 0.6).
+MAX_ALPHA = 10.0
 
 # How beam search decides that a sentence is done (see beam_search's docstring).
 STOPPING_RULES = ("exact", "k_finished")
@@ -44,9 +50,20 @@ STOPPING_RULES = ("exact", "k_finished")
 TOP_BLOCKS = (64, 32, 16, 8)
 
 
+def check_alpha(alpha: float, max_len: int | None = None, argument: str = "alpha") -> float:
+    """``alpha`` as a float if it is a finite number in ``[0, MAX_ALPHA]`` whose length
+    penalty stays finite in float32 up to ``max_len`` tokens (the decoder's positions)."""
+    alpha = require_number(alpha, argument, minimum=0, maximum=MAX_ALPHA)
+    if max_len is not None:
+        require(((5 + max_len) / 6) ** alpha < torch.finfo(torch.float32).max, argument,
+                f"a length penalty that stays finite in float32 for {max_len} tokens",
+                f"{alpha:g}")
+    return alpha
+
+
 def length_penalty(length: int | torch.Tensor, alpha: float) -> float | torch.Tensor:
-    """Wu et al. (2016): ``lp(Y) = ((5 + |Y|) / 6)^α``."""
-    return ((5 + length) / 6) ** alpha
+    """Wu et al. (2016): ``lp(Y) = ((5 + |Y|) / 6)^α``, α in ``[0, MAX_ALPHA]``."""
+    return ((5 + length) / 6) ** check_alpha(alpha)
 
 
 @dataclass
@@ -164,13 +181,13 @@ def beam_search(
     stops as soon as its answer is known, never earlier. ``"k_finished"`` also stops a
     sentence once ``beam_size`` hypotheses have finished, as fairseq does: fewer steps, but
     a better translation that needed a few more tokens may be missed (with beam size 1 it
-    is greedy decoding for every α).
+    is greedy decoding for every α). ``beam_size <= vocab_size``, ``0 <= α <= MAX_ALPHA``.
     """
     require(stop in STOPPING_RULES, "stop", f"one of {STOPPING_RULES}", repr(stop))
-    k = require_positive_int(beam_size, "beam_size")
-    alpha = require_number(alpha, "alpha", minimum=0)
     check_decoding(model, src_ids, min_len)
     config, device = model.config, src_ids.device
+    k = check_beam_size(beam_size, config.vocab_size)
+    alpha = check_alpha(alpha, config.max_len)
     limits = output_length_limits(src_ids, config.pad_id, max_len_a, max_len_b, config.max_len)
     b, vocab = src_ids.shape[0], config.vocab_size
     finished: list[list[tuple[float, list[int]]]] = [[] for _ in range(b)]
@@ -197,6 +214,13 @@ def beam_search(
             prefix = _follow(search, stepper, prefix, token, rows)
             b = len(search.sentence)
     return [max(hyps)[1] for hyps in finished]
+
+
+def check_beam_size(beam_size: int, vocab_size: int, argument: str = "beam_size") -> int:
+    """``beam_size`` if it is an integer in ``[1, vocab_size]``. A wider beam holds only dead
+    (``-inf``) hypotheses at the first step, and from ``vocab_size - 2`` on ``<eos>`` is
+    always among the first step's survivors: the empty translation then often wins."""
+    return require_int(beam_size, argument, minimum=1, maximum=vocab_size)
 
 
 def _follow(search: _Search, stepper: Stepper, prefix: torch.Tensor, token: torch.Tensor,
@@ -250,7 +274,11 @@ def score_hypothesis(
     require_tensor(src_ids, "src_ids", ndim=(1, 2))
     src = src_ids.view(1, -1) if src_ids.ndim == 1 else src_ids
     require(src.shape[0] == 1, "src_ids", "one sentence, (S,) or (1, S)", tuple(src_ids.shape))
+    require(isinstance(hyp, Sequence) and not isinstance(hyp, (str, bytes))
+            and all(isinstance(t, int) and not isinstance(t, bool) for t in hyp), "hyp",
+            "a list of integer token ids", repr(hyp)[:80])
     config = model.config
+    alpha = check_alpha(alpha, config.max_len)
     ids = torch.tensor([config.bos_id, *hyp, config.eos_id], device=src.device)[None]  # (1, n+2)
     model.check_ids(src, "src_ids")
     model.check_ids(ids[:, :-1], "hyp")  # <bos> hyp: the decoder's input

@@ -20,9 +20,15 @@ from torch import nn
 
 from transformer_book.data.batching import pad_sequences
 from transformer_book.data.tokenizer import BPETokenizer
-from transformer_book.inference.beam import STOPPING_RULES, beam_search
+from transformer_book.inference.beam import (
+    STOPPING_RULES,
+    beam_search,
+    check_alpha,
+    check_beam_size,
+)
 from transformer_book.inference.greedy import greedy_decode
 from transformer_book.inference.trained import TrainedModel
+from transformer_book.nn.transformer import Transformer
 from transformer_book.util.validation import (
     fail,
     require,
@@ -119,14 +125,19 @@ def translate_ids(
     :func:`~transformer_book.inference.beam.beam_search`). Sources are decoded in
     length-sorted batches of at most ``max_tokens`` source tokens; each translation has at
     most ``max_len_a · |x| + max_len_b`` tokens, ``|x|`` its own source's length.
+    Every argument is checked before anything is decoded: ``beam_size`` in ``[1,
+    vocab_size]`` and ``alpha`` in ``[0, MAX_ALPHA]`` (also with greedy decoding, which does
+    not use it: a value that is recorded must be one that could have been used).
     """
-    require_positive_int(beam_size, "beam_size")
-    require_number(alpha, "alpha", minimum=0)
+    require(isinstance(model, Transformer), "model", "a transformer_book Transformer",
+            type(model).__name__)
+    config = model.config
+    check_beam_size(beam_size, config.vocab_size)
+    check_alpha(alpha, config.max_len)
     require_number(max_len_a, "max_len_a", minimum=0)
     require_int(max_len_b, "max_len_b", minimum=0)
     require_positive_int(max_tokens, "max_tokens")
     require_one_of(stop, "stop", STOPPING_RULES)
-    config = model.config
     device = torch.device(device) if device is not None else next(model.parameters()).device
     _check_sources(model, sources)
     outputs: list[list[int]] = [[] for _ in sources]
