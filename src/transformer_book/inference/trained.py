@@ -27,6 +27,8 @@ from transformer_book.run.checkpoint import (
     load_checkpoint,
 )
 from transformer_book.run.config import RunConfig
+from transformer_book.run.leftovers import tidy
+from transformer_book.run.manifest import read_step
 from transformer_book.util.validation import require, require_positive_int
 
 __all__ = ["TrainedModel", "load_trained", "resolve_checkpoint"]
@@ -50,8 +52,15 @@ class TrainedModel:
 
 
 def resolve_checkpoint(path: str | Path) -> Path:
-    """A checkpoint folder, or the newest checkpoint of a run folder (``runs/small``)."""
+    """A checkpoint folder, or the newest checkpoint of a run folder (``runs/small``).
+
+    The leftovers of an interrupted save are dealt with first
+    (:mod:`transformer_book.run.leftovers`): a checkpoint missing after a crash between the
+    renames of its save is recovered, so a run folder gives its newest complete checkpoint.
+    """
     path = Path(path)
+    if not path.exists() and path.parent.is_dir():
+        tidy(path.parent)  # a checkpoint named but missing: perhaps a save's crash
     require(path.exists(), "checkpoint", "an existing checkpoint or run folder", str(path))
     if (path / METADATA).is_file():
         return path
@@ -71,6 +80,17 @@ def _configs(metadata: dict[str, Any], directory: Path) -> tuple[TransformerConf
             RunConfig.from_dict(config["run"], source=f"{directory}/{METADATA} [run]"))
 
 
+def _to_average(directory: Path, step: int, average: int) -> list[Path]:
+    """The ``average`` checkpoints of ``directory``'s run that end with it (by step)."""
+    run_dir = directory.parent
+    earlier = [p for p in list_checkpoints(run_dir)
+               if p.resolve() != directory.resolve() and read_step(p) <= step]
+    require(len(earlier) + 1 >= average, "average",
+            f"at most the {len(earlier) + 1} checkpoints of {run_dir} up to and including "
+            f"{directory.name}", average)
+    return [*earlier[len(earlier) + 1 - average:], directory]
+
+
 def load_trained(
     checkpoint: str | Path,
     device: torch.device | str | None = None,
@@ -81,8 +101,9 @@ def load_trained(
     Args:
         checkpoint: a checkpoint folder, or a run folder (its newest checkpoint is used).
         device: where to put the model (default CPU).
-        average: if given, load the element-wise mean of the last ``average`` checkpoints
-            of the run folder (Section 6.1); they must all come from the same config.
+        average: if given, load the element-wise mean of ``average`` checkpoints of the run
+            (Section 6.1): the last ``average`` up to and including the one ``checkpoint``
+            names (the newest for a run folder); they must all come from the same config.
 
     Raises:
         BookError: corrupted files (sha256), a folder that is no checkpoint, checkpoints
@@ -102,11 +123,7 @@ def load_trained(
     if average is None or require_positive_int(average, "average") == 1:
         load_checkpoint(directory, model)
     else:
-        run_dir = directory.parent
-        everything = list_checkpoints(run_dir)
-        require(len(everything) >= average, "average",
-                f"at most the {len(everything)} checkpoints in {run_dir}", average)
-        used = everything[-average:]
+        used = _to_average(directory, metadata["step"], average)
         for other in used:
             other_model, _ = _configs(load_checkpoint(other), other)
             require(other_model == model_config, "average",
