@@ -6,14 +6,18 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 
 import pytest
 import torch
 from safetensors.torch import load_file
 
+from transformer_book.inference.trained import load_trained
+from transformer_book.run.checkpoint import list_checkpoints, load_checkpoint
 from transformer_book.run.config import load_run_config
 from transformer_book.train import step as step_module
 from transformer_book.train.loop import train
+from transformer_book.train.resume import ConfigMismatchError, check_compatible
 from transformer_book.train.step import NonFiniteLossError
 from transformer_book.util.validation import BookError
 
@@ -74,23 +78,97 @@ def test_accumulation_normalises_per_target_token(multi30k_dir, tmp_path):
         "a per-token mean (ln 500 ~ 6.2 at the start), not a sum over tokens"
 
 
-def test_nonfinite_loss_stops_with_a_diagnostic(multi30k_dir, tmp_path, monkeypatch):
+def _poison_loss_from(monkeypatch, call):
+    """From the ``call``-th micro-batch on, the loss is NaN (a stand-in for a broken run)."""
     real = step_module.label_smoothed_cross_entropy
     calls = {"n": 0}
 
     def poisoned(*args, **kwargs):
         calls["n"] += 1
         loss = real(*args, **kwargs)
-        return loss * float("nan") if calls["n"] >= 3 else loss
+        return loss * float("nan") if calls["n"] >= call else loss
 
     monkeypatch.setattr(step_module, "label_smoothed_cross_entropy", poisoned)
+
+
+def _records(folder):
+    return [json.loads(p.read_text()) for p in sorted(folder.glob("train-*.json"))]
+
+
+def test_nonfinite_loss_stops_with_a_diagnostic(multi30k_dir, tmp_path, monkeypatch):
+    _poison_loss_from(monkeypatch, 3)
     assert issubclass(NonFiniteLossError, BookError), "the CLI reports it in one line"
     with pytest.raises(NonFiniteLossError, match=r"became nan at step 3 \(lr .*batch shapes "
                        r"src \(\d+, \d+\) tgt \(\d+, \d+\)\); the last finite loss was "
                        r"[\d.]+ at step 2\. Try a lower learning rate"):
         train(_config(multi30k_dir, 10, checkpoint_every=2), tmp_path / "nan", **QUICK)
-    names = sorted(p.name for p in (tmp_path / "nan").glob("step_*"))
-    assert names == ["step_00000002"], "nothing is checkpointed after the loss broke"
+    assert not list_checkpoints(tmp_path / "nan"), \
+        "step 2's weights gave the NaN: no step_* checkpoint of them is left to resume from"
+    assert sorted(p.name for p in (tmp_path / "nan").glob("*step_*")) == \
+        ["diverged-step_00000002"], "set aside, not deleted, and nothing after it"
+
+
+def test_the_checkpoint_before_a_nan_is_set_aside_and_the_run_recorded(multi30k_dir, tmp_path,
+                                                                       monkeypatch):
+    """checkpoint_every = 1: the checkpoint just before the NaN holds the weights that broke;
+    resume and translate must pick the one before it, and the record is written anyway."""
+    _poison_loss_from(monkeypatch, 4)
+    out, results = tmp_path / "out", tmp_path / "results"
+    with pytest.raises(NonFiniteLossError, match="became nan at step 4"):
+        train(_config(multi30k_dir, 10, checkpoint_every=1), out,
+              **{**QUICK, "results_dir": results})
+    assert [p.name for p in list_checkpoints(out)] == ["step_00000001", "step_00000002"]
+    assert (out / "diverged-step_00000003" / "model.safetensors").is_file(), "kept for a look"
+    assert load_trained(out).step == 2, "translate and evaluate use the newest sound one"
+    [record] = _records(results)
+    assert record["status"] == "diverged" and record["stop_reason"] == "diverged"
+    assert record["diverged_at_step"] == 4 and record["steps"] == 3
+    assert record["last_finite_loss"]["step"] == 3
+    assert record["last_finite_loss"]["loss"] == record["loss_curve"][-1]["loss"]
+    assert [p["step"] for p in record["loss_curve"]] == [1, 2, 3]
+    assert record["final_checkpoint"].endswith("step_00000002")
+    assert record["set_aside_checkpoint"].endswith("diverged-step_00000003")
+    assert "became nan at step 4" in record["error"]
+
+
+def test_exploded_weights_are_never_what_resume_picks(multi30k_dir, tmp_path):
+    """A huge learning rate: step 1 is finite but its update explodes the weights, step 2's
+    loss is NaN. The checkpoint of step 1 is set aside, and resuming does not pick it."""
+    out, results = tmp_path / "out", tmp_path / "results"
+    config = _config(multi30k_dir, 10, checkpoint_every=1, lr_factor=1e8)
+    with pytest.raises(NonFiniteLossError, match=r"at step 2 .*last finite loss was [\d.]+ at "
+                       r"step 1"):
+        train(config, out, **{**QUICK, "results_dir": results})
+    assert list_checkpoints(out) == []
+    aside = load_file(out / "diverged-step_00000001" / "model.safetensors")
+    assert max(float(t.abs().max()) for t in aside.values()) > 1e4, "the exploded weights"
+    assert _records(results)[0]["status"] == "diverged"
+    with pytest.raises(NonFiniteLossError, match="at step 2"):  # afresh, not from step 1
+        train(config, out, **{**QUICK, "results_dir": results})
+    assert sorted(p.name for p in out.glob("diverged-*")) == [
+        "diverged-step_00000001", "diverged-step_00000001-2"], "each set aside, none replaced"
+
+
+def test_nonfinite_weights_are_never_checkpointed(multi30k_dir, tmp_path, monkeypatch):
+    real = step_module._update
+
+    def breaking(trainer):
+        real(trainer)
+        if trainer.step == 1:  # the update of step 2 (trainer.step counts it afterwards)
+            with torch.no_grad():
+                next(trainer.model.parameters()).view(-1)[0] = float("inf")
+
+    monkeypatch.setattr(step_module, "_update", breaking)
+    out, results = tmp_path / "out", tmp_path / "results"
+    with pytest.raises(NonFiniteLossError, match=r"^weights: expected finite values to "
+                       r"checkpoint after step 2, received NaN or infinity in 1 of \d+ tensors "
+                       r"\(\S+\); no checkpoint of step 2 was written"):
+        train(_config(multi30k_dir, 10, checkpoint_every=2), out,
+              **{**QUICK, "results_dir": results})
+    assert sorted(p.name for p in out.iterdir()) == ["tokenizer-info.json", "tokenizer.json"]
+    [record] = _records(results)
+    assert record["status"] == "diverged" and record["diverged_at_step"] == 2
+    assert record["final_checkpoint"] is None and record["set_aside_checkpoint"] is None
 
 
 @pytest.fixture(scope="module")
@@ -139,8 +217,69 @@ def test_resuming_with_another_config_is_refused(finished_run, multi30k_dir):
     root, _ = finished_run
     config = _config(multi30k_dir, 20)
     config.model.overrides["d_ff"] = 256
-    with pytest.raises(ValueError, match=r"\[model\] d_ff: 128 in the checkpoint, 256 now"):
+    with pytest.raises(ConfigMismatchError, match=r"\[model\] d_ff: 128 in the checkpoint, "
+                       r"256 now"):
         train(config, root / "out", **QUICK)
+
+
+def _snapshot(folder):
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*"))
+            if p.is_file()}
+
+
+@pytest.mark.parametrize(("key", "value", "shown"), [
+    ("lr_factor", 5.0, "lr_factor: 1.0 in the checkpoint, 5.0 now"),
+    ("warmup_steps", 20, "warmup_steps: 10 in the checkpoint, 20 now"),
+    ("clip_norm", 1.0, "clip_norm: None in the checkpoint, 1.0 now"),
+    ("precision", "auto", "precision: 'fp32' in the checkpoint, 'auto' now"),
+    ("accumulation", 2, "accumulation: 1 in the checkpoint, 2 now"),
+    ("seed", 3, "seed: 0 in the checkpoint, 3 now"),
+])
+def test_resuming_with_another_schedule_is_refused(finished_run, multi30k_dir, key, value,
+                                                   shown):
+    """A changed optimisation setting would change the run half-way, while its record shows
+    one value for the whole of it: refused, naming the setting, the saved and the new value,
+    and the run folder is left as it was."""
+    root, _ = finished_run
+    before = _snapshot(root / "out")
+    with pytest.raises(ConfigMismatchError, match=r"^resume: expected the config of the "
+                       r"checkpoint .*step_00000012, received \[train\] " + re.escape(shown)):
+        train(_config(multi30k_dir, 20, eval_every=6, **{key: value}), root / "out", **QUICK)
+    assert _snapshot(root / "out") == before
+
+
+def test_a_refused_data_change_leaves_the_tokenizer_alone(finished_run, multi30k_dir):
+    root, _ = finished_run
+    before = _snapshot(root / "out")
+    config = _config(multi30k_dir, 20)
+    config.data.vocab_size = 400
+    with pytest.raises(ConfigMismatchError, match=r"\[data\] vocab_size: 500 in the "
+                       r"checkpoint, 400 now"):
+        train(config, root / "out", **QUICK)
+    assert _snapshot(root / "out") == before, "tokenizer.json was not retrained"
+
+
+def test_a_changed_precision_of_the_device_is_refused(finished_run, multi30k_dir):
+    _, result = finished_run
+    meta = load_checkpoint(result.final_checkpoint)
+    config = _config(multi30k_dir, 12, eval_every=6)
+    model_config = config.model_config(meta["config"]["model"]["vocab_size"])
+    check_compatible(meta, config, model_config, 1, "fp32")
+    with pytest.raises(ConfigMismatchError, match=r"precision \(resolved for the device\): "
+                       r"'fp32' in the checkpoint, 'bf16' now"):
+        check_compatible(meta, config, model_config, 1, "bf16")
+    with pytest.raises(ConfigMismatchError, match=r"^resume: expected 1 processes .* received 2"):
+        check_compatible(meta, config, model_config, 2, "fp32")
+
+
+def test_bookkeeping_settings_may_change_on_resume(finished_run, multi30k_dir, tmp_path):
+    root, first = finished_run
+    shutil.copytree(root / "out", tmp_path / "out")
+    config = _config(multi30k_dir, 14, eval_every=7, checkpoint_every=7, keep_last=3,
+                     max_minutes=30.0)
+    again = train(config, tmp_path / "out", **QUICK)
+    assert again.resumed_from.name == "step_00000012" and again.step == 14
+    assert again.losses[:12] == first.losses
 
 
 def test_run_already_at_max_steps_does_nothing(finished_run, multi30k_dir):

@@ -16,6 +16,8 @@ from transformer_book.train.loop import (
     train,
 )
 from transformer_book.train.objective import (
+    ADAM_BETAS,
+    MAX_LR,
     REDUCTIONS,
     count_tokens,
     label_smoothed_cross_entropy,
@@ -24,8 +26,11 @@ from transformer_book.train.objective import (
     smoothed_target_distribution,
 )
 from transformer_book.train.resume import (
+    BOOKKEEPING,
+    ConfigMismatchError,
     RunState,
     check_compatible,
+    check_resumable,
     restore_run,
 )
 from transformer_book.train.runtime import (
@@ -56,10 +61,12 @@ from transformer_book.train.validate import (
 )
 
 __all__ = [
-    "EVAL_MIN_TOKENS", "REDUCTIONS", "DistInfo", "NonFiniteLossError", "PreparedData",
+    "ADAM_BETAS", "BOOKKEEPING", "EVAL_MIN_TOKENS", "MAX_LR", "REDUCTIONS",
+    "ConfigMismatchError", "DistInfo", "NonFiniteLossError", "PreparedData",
     "RunState", "Session", "StepBatch", "StepResult", "TrainOptions", "Trainer",
     "TrainingResult", "ValidationLoss", "all_reduce", "autocast", "check_compatible",
-    "check_ids", "count_tokens", "epoch_steps", "greedy_bleu", "label_smoothed_cross_entropy",
+    "check_ids", "check_resumable", "count_tokens", "epoch_steps", "greedy_bleu",
+    "label_smoothed_cross_entropy",
     "make_batch", "make_optimizer", "make_step_batch", "noam_lr", "open_session",
     "prepare_data", "resolve_precision", "restore_run", "save_session", "setup_distributed",
     "smoothed_target_distribution", "train", "train_step", "validate", "validation_loss"

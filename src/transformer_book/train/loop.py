@@ -30,6 +30,7 @@ per-process dropout RNG, which is reseeded from (seed, rank, step).
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -38,12 +39,12 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from transformer_book.run.checkpoint import checkpoint_name
+from transformer_book.run.checkpoint import checkpoint_name, list_checkpoints
 from transformer_book.run.config import RunConfig
 from transformer_book.train.corpus import epoch_steps, make_step_batch
 from transformer_book.train.runtime import all_reduce, setup_distributed
 from transformer_book.train.session import Session, TrainOptions, open_session, save_session
-from transformer_book.train.step import train_step
+from transformer_book.train.step import NonFiniteLossError, train_step
 from transformer_book.train.validate import validate
 from transformer_book.util.records import command_line, git_commit, hardware_info, write_record
 from transformer_book.util.timing import Stopwatch
@@ -130,7 +131,9 @@ def train(
             val pairs the loss uses (default: all 1,014).
 
     Raises:
-        NonFiniteLossError: the loss became NaN/inf (nothing is checkpointed from then on).
+        NonFiniteLossError: the loss or the weights became NaN/inf; the checkpoint of the
+            weights that broke is renamed ``diverged-step_...`` and the record written with
+            ``"status": "diverged"`` (see ``_diverged``).
         BookError: bad config, incompatible checkpoint, corrupted files.
     """
     watch = Stopwatch()  # wall_seconds and train_seconds count from here
@@ -158,13 +161,18 @@ def _train(run: Session) -> TrainingResult:
               f"{run.device} {run.trainer.precision}, {run.info.world_size} process(es)"
               + (f", resuming from {run.resumed_from.name}" if run.resumed_from else ""))
     run.chunks = epoch_steps(run.sampler, run.epoch, t.accumulation)
-    while _budget_left(run):
-        if run.position >= _micro_batches(run.chunks):  # epoch finished (e.g. on resume)
-            _next_epoch(run)
-        _step(run)
-        _after_step(run)
-    run.bar.close()
-    return _finish(run)
+    try:
+        while _budget_left(run):
+            if run.position >= _micro_batches(run.chunks):  # epoch finished (e.g. on resume)
+                _next_epoch(run)
+            _step(run)
+            _after_step(run)
+        run.bar.close()
+        return _finish(run)
+    except NonFiniteLossError as error:
+        run.bar.close()
+        _diverged(run, error)
+        raise
 
 
 def _step(run: Session) -> None:
@@ -208,21 +216,59 @@ def _finish(run: Session) -> TrainingResult:
                      or run.last_checkpoint.name != checkpoint_name(step)):
         run.last_checkpoint = save_session(run)
     run.info.barrier()
-    wall = run.watch.seconds
-    seconds = run.step_seconds
-    result = TrainingResult(
-        run.out_dir, step, run.epoch, run.stop_reason, run.last_checkpoint, None, wall,
-        run.previous_seconds + wall, seconds,
+    result = _result(run, run.last_checkpoint)
+    _log(run, f"stopped at step {step} ({run.stop_reason}); {run.session_steps} steps this "
+              f"session, {result.tokens_per_second:,.0f} tokens/s, "
+              f"{result.seconds_per_step:.3f} s/step, wall {result.wall_seconds:.1f} s")
+    if run.info.is_main and run.options.results_dir is not None:
+        result.record_path = _write_record(run, result, {"status": "finished"})
+        _log(run, f"record: {result.record_path}")
+    return result
+
+
+def _result(run: Session, final_checkpoint: Path | None) -> TrainingResult:
+    wall, seconds = run.watch.seconds, run.step_seconds
+    return TrainingResult(
+        run.out_dir, run.trainer.step, run.epoch, run.stop_reason, final_checkpoint, None,
+        wall, run.previous_seconds + wall, seconds,
         run.session_tokens / seconds if seconds else 0.0,
         seconds / run.session_steps if run.session_steps else 0.0,
         run.losses, run.evals, run.resumed_from, run.info.rank)
-    _log(run, f"stopped at step {step} ({run.stop_reason}); {run.session_steps} steps this "
-              f"session, {result.tokens_per_second:,.0f} tokens/s, "
-              f"{result.seconds_per_step:.3f} s/step, wall {wall:.1f} s")
-    if run.info.is_main and run.options.results_dir is not None:
-        result.record_path = _write_record(run, result)
-        _log(run, f"record: {result.record_path}")
-    return result
+
+
+def _diverged(run: Session, error: NonFiniteLossError) -> None:
+    """The loss or the weights broke: the checkpoint holding the weights that broke (if one
+    was written at the current step) is set aside, so that resume and translate pick the
+    newest checkpoint before it, and the record is written with ``"status": "diverged"``."""
+    run.stop_reason = "diverged"
+    if not run.info.is_main:
+        return
+    set_aside = None
+    newest = list_checkpoints(run.out_dir)
+    if newest and newest[-1].name == checkpoint_name(run.trainer.step):
+        set_aside = _set_aside(newest[-1])
+        _log(run, f"{newest[-1].name} holds the weights that broke: moved to {set_aside}")
+    if run.options.results_dir is None:
+        return
+    remaining = list_checkpoints(run.out_dir)
+    result = _result(run, remaining[-1] if remaining else None)
+    last = run.trainer.last_finite
+    path = _write_record(run, result, {
+        "status": "diverged", "diverged_at_step": error.step,
+        "last_finite_loss": {"step": last[0], "loss": last[1]} if last else None,
+        "error": str(error), "set_aside_checkpoint": str(set_aside) if set_aside else None})
+    _log(run, f"record: {path}")
+
+
+def _set_aside(checkpoint: Path) -> Path:
+    """Rename ``checkpoint`` to ``diverged-<name>`` (``-2``, ``-3``... if taken) in its
+    folder: kept for a look, no longer a ``step_*`` checkpoint of the run."""
+    target, n = checkpoint.with_name(f"diverged-{checkpoint.name}"), 1
+    while target.exists():
+        n += 1
+        target = checkpoint.with_name(f"diverged-{checkpoint.name}-{n}")
+    os.replace(checkpoint, target)
+    return target
 
 
 def _budget_left(run: Session) -> bool:
@@ -275,13 +321,15 @@ def _evaluate(run: Session, reason: str) -> None:
         run.options.on_eval(result)
 
 
-def _write_record(run: Session, result: TrainingResult) -> Path:
+def _write_record(run: Session, result: TrainingResult, status: dict[str, Any]) -> Path:
     """The JSON record of this session in ``results_dir`` (Section 6's numbers, with what
-    produced them)."""
+    produced them); ``status`` says how it ended (``"finished"``, or ``"diverged"`` with
+    where and why)."""
     d, t = run.run_config.data, run.run_config.train
     return write_record(run.options.results_dir, "train", run.options.name, {
         "kind": "train",
         "name": run.options.name,
+        **status,
         "command": command_line(run.options.command),
         "git": git_commit(),
         "hardware": hardware_info(run.device, run.info.world_size),

@@ -5,7 +5,9 @@ A checkpoint written by :mod:`transformer_book.train.loop` holds the weights, Ad
 moments, the schedule, the step, the epoch, the position inside the epoch's batch order,
 the loss curve, the evaluations and every RNG state. :func:`restore_run` loads all of it
 after :func:`check_compatible` has made sure the run may continue from it, so on a CPU an
-interrupted and resumed run computes the same losses as an uninterrupted one.
+interrupted and resumed run computes the same losses as an uninterrupted one. Only the
+bookkeeping settings may change on the way (:data:`BOOKKEEPING`); anything that changes
+how the weights are updated is refused with :class:`ConfigMismatchError`.
 """
 
 from __future__ import annotations
@@ -21,9 +23,20 @@ from transformer_book.nn.config import TransformerConfig
 from transformer_book.run.checkpoint import load_checkpoint
 from transformer_book.run.config import RunConfig
 from transformer_book.util.rng import restore_rng_state
-from transformer_book.util.validation import require
+from transformer_book.util.validation import BookError, require
 
-__all__ = ["RunState", "check_compatible", "restore_run"]
+__all__ = ["BOOKKEEPING", "ConfigMismatchError", "RunState", "check_compatible",
+           "check_resumable", "restore_run"]
+
+# [train] settings a resumed run may change: they say how long to train and what to keep,
+# not how the weights are updated.
+BOOKKEEPING = ("max_steps", "max_minutes", "eval_every", "checkpoint_every", "keep_last")
+
+
+class ConfigMismatchError(BookError):
+    """A run folder's checkpoint was written with another configuration (or process count)
+    than the run asked to continue from it: the one refusal after which starting afresh,
+    in another folder, is the remedy."""
 
 
 @dataclass
@@ -42,39 +55,79 @@ class RunState:
 
 
 def check_compatible(meta: dict[str, Any], run_config: RunConfig, config: TransformerConfig,
-                     world_size: int) -> None:
-    """A run folder may only be resumed with the same model, data, seed and process count.
+                     world_size: int, precision: str | None = None) -> None:
+    """A run folder may only be resumed with the same model, data, optimisation and process
+    count: raises :class:`ConfigMismatchError` naming each changed setting with its saved
+    and its new value.
 
-    ``max_steps``, ``max_minutes``, evaluation and checkpoint intervals may change.
+    Every ``[train]`` setting counts except :data:`BOOKKEEPING` (``max_steps``,
+    ``max_minutes``, the evaluation and checkpoint intervals, ``keep_last``): a changed
+    ``lr_factor``, ``warmup_steps``, ``clip_norm``, ``precision``, ``accumulation`` or
+    ``seed`` would change the run half-way while its record shows one value for all of
+    it. ``precision``, when given, is the one this session trains in ("fp32", "bf16",
+    "fp16"; "auto" resolved), compared with the one the checkpoint was trained in.
     """
-    saved = meta.get("config", {})
+    saved = _table(meta.get("config"))
     path = meta.get("directory")
-    pairs = [("model", saved.get("model", {}), config.to_dict(), None)]
-    run, now = saved.get("run", {}), run_config.to_dict()
-    pairs.append(("data", run.get("data", {}), now["data"], None))
-    pairs.append(("train", run.get("train", {}), now["train"], ("seed", "accumulation")))
-    problems = []
-    for section, old, new, keys in pairs:
-        for key in sorted(set(old) | set(new)):
-            if (keys is None or key in keys) and key != "data_dir" and old.get(key) != new.get(key):
-                problems.append(f"[{section}] {key}: {old.get(key)!r} in the checkpoint, "
-                                f"{new.get(key)!r} now")
-    require(not problems, "resume", f"the config of the checkpoint {path}",
-            "; ".join(problems) + " (use another --out folder, or --no-resume after "
+    run, now = _table(saved.get("run")), run_config.to_dict()
+    pairs = [("model", _table(saved.get("model")), config.to_dict(), ()),
+             ("data", _table(run.get("data")), now["data"], ("data_dir",)),
+             ("train", _table(run.get("train")), now["train"], BOOKKEEPING)]
+    problems = [f"[{section}] {key}: {old.get(key)!r} in the checkpoint, {new.get(key)!r} now"
+                for section, old, new, free in pairs
+                for key in sorted(set(old) | set(new))
+                if key not in free and old.get(key) != new.get(key)]
+    extra = _table(meta.get("extra"))
+    trained_in = extra.get("precision")
+    if precision is not None and trained_in is not None and trained_in != precision:
+        problems.append(f"precision (resolved for the device): {trained_in!r} in the "
+                        f"checkpoint, {precision!r} now")
+    if problems:
+        raise ConfigMismatchError(
+            f"resume: expected the config of the checkpoint {path}, received "
+            + "; ".join(problems) + " (use another --out folder, or --no-resume after "
             "removing the checkpoints)")
-    saved_world = meta.get("extra", {}).get("world_size", 1)
-    require(saved_world == world_size, "resume", f"{saved_world} processes as when {path} "
-            "was written (the data position depends on it)", world_size)
+    saved_world = extra.get("world_size", 1)
+    if saved_world != world_size:
+        raise ConfigMismatchError(
+            f"resume: expected {saved_world} processes as when {path} was written (the data "
+            f"position depends on it), received {world_size}")
+
+
+def check_resumable(checkpoint: Path, run_config: RunConfig, world_size: int,
+                    precision: str | None = None) -> dict[str, Any]:
+    """Check that the run may continue from ``checkpoint`` before anything is prepared.
+
+    Reads the checkpoint's metadata (every file's sha256 verified) and runs
+    :func:`check_compatible` with the model config this run would build for the saved
+    vocabulary size (the same vocabulary, since ``[data]`` must be unchanged), so a
+    refused resume has not yet retrained the run folder's tokenizer. Returns the metadata.
+    """
+    meta = load_checkpoint(checkpoint)
+    vocab_size = _table(_table(meta.get("config")).get("model")).get("vocab_size")
+    require(isinstance(vocab_size, int) and not isinstance(vocab_size, bool) and vocab_size > 0,
+            f"{checkpoint}/checkpoint.json config.model.vocab_size", "a positive integer",
+            repr(vocab_size))
+    check_compatible(meta, run_config, run_config.model_config(vocab_size), world_size,
+                     precision)
+    return meta
+
+
+def _table(value: Any) -> dict[str, Any]:
+    """``value`` if it is a dict, else an empty one (a malformed section differs from any)."""
+    return value if isinstance(value, dict) else {}
 
 
 def restore_run(checkpoint: Path, model: nn.Module, optimizer: torch.optim.Optimizer,
                 scheduler: Any, scaler: torch.amp.GradScaler | None, run_config: RunConfig,
-                config: TransformerConfig, world_size: int, device: torch.device) -> RunState:
+                config: TransformerConfig, world_size: int, device: torch.device,
+                precision: str | None = None) -> RunState:
     """Load ``checkpoint`` into the model, optimizer, schedule, gradient scaler and RNGs and
-    return where the run stands. Raises ``ValueError`` (via :func:`check_compatible`) for a
-    checkpoint of another configuration or process count, and for corrupted files."""
+    return where the run stands. Raises :class:`ConfigMismatchError` (via
+    :func:`check_compatible`) for a checkpoint of another configuration or process count,
+    and a :class:`BookError` for corrupted files."""
     saved = load_checkpoint(checkpoint)  # metadata only, files verified
-    check_compatible(saved, run_config, config, world_size)
+    check_compatible(saved, run_config, config, world_size, precision)
     extra = saved.get("extra", {})
     meta = load_checkpoint(checkpoint, model, optimizer, scheduler, map_location=device)
     if scaler is not None and extra.get("scaler"):

@@ -30,9 +30,9 @@ from transformer_book.run.checkpoint import (
 from transformer_book.run.config import RunConfig
 from transformer_book.train.corpus import PreparedData, prepare_data
 from transformer_book.train.objective import make_optimizer
-from transformer_book.train.resume import RunState, restore_run
+from transformer_book.train.resume import RunState, check_resumable, restore_run
 from transformer_book.train.runtime import DistInfo, resolve_precision
-from transformer_book.train.step import Trainer
+from transformer_book.train.step import NonFiniteLossError, Trainer
 from transformer_book.util.env import set_seed
 from transformer_book.util.rng import capture_rng_state
 from transformer_book.util.timing import Stopwatch
@@ -110,10 +110,12 @@ def open_session(run_config: RunConfig, out_dir: Path, options: TrainOptions, in
         raise fail("resume", f"an out folder without checkpoints when not resuming ({out_dir} "
                    "holds some; resume, delete them or choose another folder)",
                    [p.name for p in existing])
+    precision = resolve_precision(t.precision, device)
+    if existing:  # refused before the data (and the folder's tokenizer) are touched
+        check_resumable(existing[-1], run_config, info.world_size, precision)
     data = prepare_data(run_config, out_dir, is_main=info.is_main, barrier=info.barrier,
                         val_sentences=options.val_sentences)
     config = run_config.model_config(data.tokenizer.vocab_size)
-    precision = resolve_precision(t.precision, device)
     set_seed(t.seed)
     raw_model = Transformer(config).to(device)
     optimizer, scheduler = make_optimizer(raw_model, config.d_model, t.warmup_steps, t.lr_factor)
@@ -122,7 +124,8 @@ def open_session(run_config: RunConfig, out_dir: Path, options: TrainOptions, in
                                  [len(y) + 1 for y in data.train_tgt], shuffle=True,
                                  seed=t.seed, num_replicas=info.world_size, rank=info.rank)
     state = (restore_run(existing[-1], raw_model, optimizer, scheduler, scaler, run_config,
-                         config, info.world_size, device) if existing else RunState())
+                         config, info.world_size, device, precision) if existing
+             else RunState())
     if info.enabled:  # different dropout masks per process; same weights (DDP broadcasts)
         torch.manual_seed(t.seed * 1_000_003 + info.rank * 7_919 + state.step)
     model: nn.Module = raw_model
@@ -143,10 +146,12 @@ def open_session(run_config: RunConfig, out_dir: Path, options: TrainOptions, in
 
 def save_session(run: Session) -> Path | None:
     """Everything an exact resume needs (rank 0 writes it); the oldest beyond ``keep_last``
-    are removed."""
+    are removed. Weights that are not all finite are never saved: every process raises
+    :class:`NonFiniteLossError` instead (one read of the device per checkpoint)."""
+    trainer = run.trainer
+    _require_finite_weights(run.raw_model, trainer.step)
     if not run.info.is_main:
         return None
-    trainer = run.trainer
     path = save_checkpoint(
         run.out_dir / checkpoint_name(trainer.step), run.raw_model,
         config={"model": run.config.to_dict(), "run": run.run_config.to_dict()},
@@ -154,7 +159,22 @@ def save_session(run: Session) -> Path | None:
         scheduler=trainer.scheduler, rng_state=capture_rng_state(),
         extra={"epoch": run.epoch, "position": run.position, "losses": run.losses,
                "evals": run.evals, "train_seconds": run.previous_seconds + run.watch.seconds,
-               "world_size": run.info.world_size,
+               "world_size": run.info.world_size, "precision": trainer.precision,
                "scaler": trainer.scaler.state_dict() if trainer.scaler is not None else None})
     prune_checkpoints(run.out_dir, run.run_config.train.keep_last)
     return path
+
+
+def _require_finite_weights(model: nn.Module, step: int) -> None:
+    """Raise :class:`NonFiniteLossError` if a parameter of ``model`` holds NaN or infinity
+    (one read of the device for all of them)."""
+    named = [(name, p) for name, p in model.named_parameters()]
+    finite = torch.stack([torch.isfinite(p.detach()).all() for _, p in named]).tolist()
+    broken = [name for (name, _), ok in zip(named, finite, strict=True) if not ok]
+    if broken:
+        raise NonFiniteLossError(
+            f"weights: expected finite values to checkpoint after step {step}, received NaN "
+            f"or infinity in {len(broken)} of {len(named)} tensors ({', '.join(broken[:3])}"
+            f"{', ...' if len(broken) > 3 else ''}); no checkpoint of step {step} was written."
+            " Try a lower learning rate ([train] lr_factor or a longer warmup_steps), "
+            "gradient clipping ([train] clip_norm) or precision = \"fp32\".", step=step)

@@ -31,7 +31,12 @@ __all__ = ["NonFiniteLossError", "StepResult", "Trainer", "train_step"]
 
 
 class NonFiniteLossError(BookError):
-    """The training loss became NaN or infinite; the message says where and what to try."""
+    """The training loss (or the weights) became NaN or infinite; the message says where and
+    what to try. ``step`` is the optimizer step that broke (``None`` when unknown)."""
+
+    def __init__(self, message: str, step: int | None = None) -> None:
+        super().__init__(message)
+        self.step = step
 
 
 @dataclass
@@ -98,7 +103,8 @@ def train_step(trainer: Trainer, batch: StepBatch) -> StepResult:
     value = loss / target_tokens  # per target token
     if not math.isfinite(value):
         trainer.optimizer.zero_grad(set_to_none=True)
-        raise NonFiniteLossError(_nonfinite_message(trainer, value, lr, batch))
+        raise NonFiniteLossError(_nonfinite_message(trainer, value, lr, batch),
+                                 step=trainer.step + 1)
     _update(trainer)
     trainer.step += 1
     trainer.last_finite = (trainer.step, value)
