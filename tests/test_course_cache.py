@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import multiprocessing
+import re
 from pathlib import Path
 
 import pytest
@@ -19,9 +20,15 @@ from transformer_book.course.cache import (
     course_cache_dir,
     load_completed,
 )
+from transformer_book.data.multi30k import DatasetUnavailableError
 from transformer_book.inference.trained import load_trained
 from transformer_book.run.checkpoint import list_checkpoints
 from transformer_book.run.config import RunConfig
+from transformer_book.train import corpus
+from transformer_book.train import loop as loop_module
+from transformer_book.train.loop import train
+from transformer_book.train.step import NonFiniteLossError
+from transformer_book.util.validation import BookError
 
 
 def tiny_config(data_dir: Path, d_model: int = 32, steps: int = 3) -> RunConfig:
@@ -103,14 +110,93 @@ def test_a_run_without_its_marker_is_never_used(multi30k_dir, tmp_path):
 
 
 @pytest.mark.slow
-def test_checkpoints_of_another_config_are_replaced(multi30k_dir, tmp_path, capsys):
+def test_checkpoints_of_another_config_are_moved_aside(multi30k_dir, tmp_path, capsys):
+    """A proven mismatch (the checkpoints were written by another configuration) starts
+    afresh, but nothing is deleted: the old run goes to a sibling named with the UTC time."""
     old = run(tiny_config(multi30k_dir, d_model=16), tmp_path)
     (old.run_dir / MARKER).unlink()
+    before = _snapshot(old.run_dir)
     new_config = tiny_config(multi30k_dir, d_model=32)
     new = run(new_config, tmp_path)
     assert new.trained_now and new.run_config.to_dict() == new_config.to_dict()
-    assert "starting afresh" in capsys.readouterr().err
     assert load_trained(new.run_dir).model_config.d_model == 32
+    [aside] = tmp_path.glob("tiny-run.aside-*")
+    assert re.fullmatch(r"tiny-run\.aside-\d{8}T\d{6}Z", aside.name)
+    assert _snapshot(aside) == before, "the old run, every file of it, moved aside"
+    assert load_trained(aside).model_config.d_model == 16
+    err = capsys.readouterr().err
+    assert "do not fit this configuration" in err and f"moved to {aside}" in err
+    assert "[model] d_model: 16 in the checkpoint, 32 now" in err
+
+
+def _snapshot(folder: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*"))
+            if p.is_file()}
+
+
+def _interrupted(multi30k_dir: Path, root: Path, steps: int = 2) -> Path:
+    """A run of tiny_config stopped after ``steps`` of its 4 steps (no completion marker)."""
+    config = tiny_config(multi30k_dir, steps=4)
+    config.train.max_steps, config.train.checkpoint_every = steps, 1
+    train(config, root / "tiny-run", progress=False, results_dir=None, bleu_sentences=2,
+          val_sentences=4)
+    return root / "tiny-run"
+
+
+@pytest.mark.slow
+def test_offline_an_interrupted_run_is_left_alone(multi30k_dir, tmp_path, monkeypatch):
+    """Offline, the data cannot be loaded: the error propagates and the interrupted run's
+    checkpoints are all still there (they used to be deleted, and the run failed anyway)."""
+    run_dir = _interrupted(multi30k_dir, tmp_path)
+    before = _snapshot(run_dir)
+
+    def offline(*args, **kwargs):
+        raise DatasetUnavailableError("Multi30k: expected the files or a network, received "
+                                      "neither")
+
+    monkeypatch.setattr(corpus, "load_multi30k", offline)
+    with pytest.raises(DatasetUnavailableError, match="received neither"):
+        run(tiny_config(multi30k_dir, steps=4), tmp_path)
+    assert _snapshot(run_dir) == before
+    assert not list(tmp_path.glob("tiny-run.aside-*"))
+    monkeypatch.undo()  # online again: the run resumes from its step 2
+    resumed = run(tiny_config(multi30k_dir, steps=4), tmp_path)
+    assert resumed.steps == 4 and len(resumed.losses) == 4
+
+
+@pytest.mark.slow
+def test_a_corrupt_file_is_reported_and_nothing_is_retrained(multi30k_dir, tmp_path):
+    """One corrupt rng.json in the newest checkpoint: a BookError naming the file; the good
+    older checkpoints are kept (they used to be deleted with it, and the run retrained)."""
+    run_dir = _interrupted(multi30k_dir, tmp_path, steps=3)
+    newest = list_checkpoints(run_dir)[-1]
+    (newest / "rng.json").write_text("{}", encoding="utf-8")
+    before = _snapshot(run_dir)
+    with pytest.raises(BookError, match=re.escape(str(newest / "rng.json")) + ": expected "
+                       "sha256"):
+        run(tiny_config(multi30k_dir, steps=4), tmp_path)
+    assert _snapshot(run_dir) == before
+    assert [p.name for p in list_checkpoints(run_dir)] == ["step_00000002", "step_00000003"]
+    assert not list(tmp_path.glob("tiny-run.aside-*"))
+
+
+@pytest.mark.slow
+def test_a_diverged_run_is_left_alone(multi30k_dir, tmp_path, monkeypatch):
+    """A run that broke keeps its checkpoints for a look; it is not retrained."""
+    run_dir = _interrupted(multi30k_dir, tmp_path)
+    before = _snapshot(run_dir)
+
+    def nan_loss(*args, **kwargs):
+        raise NonFiniteLossError("training loss became nan at step 3")
+
+    monkeypatch.setattr(loop_module, "train_step", nan_loss)
+    with pytest.raises(NonFiniteLossError):
+        run(tiny_config(multi30k_dir, steps=4), tmp_path)
+    assert not list(tmp_path.glob("tiny-run.aside-*"))
+    # Every file is kept; the loop only renames the checkpoint whose weights broke.
+    renamed = {k.replace("diverged-step_00000002", "step_00000002"): v
+               for k, v in _snapshot(run_dir).items()}
+    assert renamed == before
 
 
 @pytest.mark.slow

@@ -16,16 +16,18 @@ written atomically after the last checkpoint) exists and matches the folder. Tra
 an exclusive lock (``fcntl.flock`` on ``ch10-<hash>.lock``), so when two processes ask at
 the same time (e.g. chapters 10 and 11 executed in parallel by the tests) one trains and the
 other waits and then reuses the result. An interrupted run is resumed exactly from its last
-checkpoint by the training loop.
+checkpoint by the training loop; one whose checkpoints were written by another
+configuration is moved aside (never deleted) and trained afresh, and any other failure
+leaves the folder as it was.
 """
 
 from __future__ import annotations
 
 import contextlib
+import datetime
 import hashlib
 import json
 import os
-import shutil
 import sys
 import warnings
 from collections.abc import Iterator
@@ -35,15 +37,14 @@ from typing import Any
 
 import torch
 
-from transformer_book.run.checkpoint import list_checkpoints
 from transformer_book.run.config import RunConfig
 from transformer_book.train.corpus import PreparedData, prepare_data
 from transformer_book.train.loop import TrainingResult, train
-from transformer_book.train.step import NonFiniteLossError
+from transformer_book.train.resume import ConfigMismatchError
 from transformer_book.util.env import get_device
 from transformer_book.util.files import atomic_write_json
 from transformer_book.util.records import hardware_info
-from transformer_book.util.validation import BookError, require, require_positive_int
+from transformer_book.util.validation import require, require_positive_int
 
 try:  # POSIX (Linux, macOS, Colab); without it the cache still works, unlocked
     import fcntl
@@ -221,7 +222,9 @@ def cached_run(run_config: RunConfig, name: str, *, device: torch.device | str |
     configuration never reuses this folder. Training calls
     :func:`transformer_book.train.loop.train` with no JSON record (``results/`` holds the
     CLI's runs only); a folder left by an interrupted run is resumed from its last
-    checkpoint, or started afresh if those checkpoints do not fit the configuration.
+    checkpoint. If those checkpoints were written by another configuration, the folder is
+    moved aside (``<name>.aside-<UTC time>``, reported on stderr) and the run starts
+    afresh; any other error propagates and leaves the folder as it was.
     """
     require(isinstance(run_config, RunConfig), "run_config", "a RunConfig",
             type(run_config).__name__)
@@ -263,22 +266,36 @@ def cached_run(run_config: RunConfig, name: str, *, device: torch.device | str |
 
 def _train_afresh_if_needed(run_config: RunConfig, run_dir: Path, **kwargs: Any
                             ) -> TrainingResult:
-    """:func:`train` into ``run_dir``, resuming its checkpoints; if they do not fit the
-    configuration, the folder is removed and the run starts afresh."""
+    """:func:`train` into ``run_dir``, resuming its checkpoints.
+
+    Only a proven configuration mismatch (:class:`ConfigMismatchError`: the checkpoints were
+    written by another configuration) starts afresh, and even then nothing is deleted: the
+    old run folder is moved aside to a sibling named with the UTC time, reported on stderr.
+    Any other error (offline, a corrupted file, a diverged run) propagates with the run
+    folder as it was.
+    """
     with warnings.catch_warnings():  # tqdm.auto warns in notebooks without ipywidgets
         warnings.simplefilter("ignore")
         import tqdm.auto  # noqa: F401  (the loop imports it; no bar is shown here)
     try:
         return train(run_config, run_dir, resume=True, **kwargs)
-    except NonFiniteLossError:
-        raise  # the run broke: its checkpoints are kept for a look
-    except BookError:
-        if not list_checkpoints(run_dir):
-            raise
-    print(f"{run_dir}: its checkpoints do not fit this configuration; starting afresh",
-          file=sys.stderr)
-    shutil.rmtree(run_dir)
+    except ConfigMismatchError as error:
+        aside = _move_aside(run_dir)
+        print(f"{run_dir}: its checkpoints do not fit this configuration ({error}); the old "
+              f"run is moved to {aside}; starting afresh", file=sys.stderr, flush=True)
     return train(run_config, run_dir, resume=True, **kwargs)
+
+
+def _move_aside(run_dir: Path) -> Path:
+    """Rename ``run_dir`` to ``<name>.aside-<UTC time>`` (``-2``, ``-3``... if taken) next to
+    it and return the new path."""
+    stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    target, n = run_dir.with_name(f"{run_dir.name}.aside-{stamp}"), 1
+    while target.exists():
+        n += 1
+        target = run_dir.with_name(f"{run_dir.name}.aside-{stamp}-{n}")
+    os.replace(run_dir, target)
+    return target
 
 
 def train_chapter10_model(device: torch.device | str | None = None, *,
