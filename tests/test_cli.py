@@ -8,8 +8,16 @@ import json
 import shutil
 
 import pytest
+import torch
 
 from transformer_book.cli import main
+from transformer_book.data.multi30k import load_multi30k
+from transformer_book.data.tokenizer import BPETokenizer
+from transformer_book.inference.trained import load_trained
+from transformer_book.nn.config import TransformerConfig
+from transformer_book.nn.transformer import Transformer
+from transformer_book.run.checkpoint import checkpoint_name, save_checkpoint
+from transformer_book.run.config import RunConfig
 from transformer_book.train.step import NonFiniteLossError
 from transformer_book.util.validation import BookError
 
@@ -51,6 +59,14 @@ def run(multi30k_dir, tmp_path_factory):
                  "--val-sentences", "32"])
     assert code == 0
     return root
+
+
+def _one_line(capsys) -> str:
+    """stderr of a refusal: exactly one line, the command's name first; nothing on stdout."""
+    captured = capsys.readouterr()
+    assert captured.err.count("\n") == 1 and captured.err.endswith("\n"), captured.err
+    assert captured.err.startswith("transformer-book"), captured.err
+    return captured.err
 
 
 def _record(folder, kind):
@@ -114,9 +130,9 @@ def test_evaluate_with_limit_and_averaging(run, capsys):
                  "k_finished", "--limit", "20", "--results", str(results)])
     assert code == 0
     assert _record(results, "evaluate-run")["decoding"]["stop"] == "k_finished"
-    with pytest.raises(SystemExit) as refused:  # argparse: usage message, exit status 2
-        main(["evaluate", "--checkpoint", str(run / "run"), "--stop", "early"])
-    assert refused.value.code == 2 and "invalid choice: 'early'" in capsys.readouterr().err
+    # argparse's complaint: one line, exit status 2
+    assert main(["evaluate", "--checkpoint", str(run / "run"), "--stop", "early"]) == 2
+    assert "invalid choice: 'early'" in _one_line(capsys)
 
     shutil.rmtree(results)
     code = main(["evaluate", "--checkpoint", str(run / "run"), "--average", "2",
@@ -207,3 +223,188 @@ def test_a_diverged_training_run_exits_with_status_1(monkeypatch, tmp_path, caps
 def test_bad_limit_is_refused_before_loading_anything(tmp_path, capsys):
     assert main(["evaluate", "--checkpoint", str(tmp_path), "--limit", "0"]) == 2
     assert "--limit: expected an integer >= 1, received 0" in capsys.readouterr().err
+
+
+# ----------------------------------------------------------------------------- refusals, early
+
+QUICK = '[model]\npreset = "tiny"\n[train]\nmax_steps = 5\n'
+
+
+@pytest.fixture(scope="module")
+def saved(multi30k_dir, tmp_path_factory):
+    """A run folder written without training: three checkpoints (steps 1, 2, 3) of an
+    untrained tiny model, with a BPE learnt on 300 val sentences and short decoding."""
+    folder = tmp_path_factory.mktemp("saved") / "run"
+    folder.mkdir()
+    pairs = load_multi30k("val", "de", "en", str(multi30k_dir))[:300]
+    tokenizer = BPETokenizer.train([t for pair in pairs for t in pair], vocab_size=300)
+    tokenizer.save(folder / "tokenizer.json")
+    run = RunConfig.from_dict({"model": {"preset": "tiny", "overrides": {"max_len": 256}},
+                               "data": {"data_dir": str(multi30k_dir)},
+                               "decode": {"beam_size": 2, "max_len_a": 0.0, "max_len_b": 3}})
+    for step in (1, 2, 3):
+        torch.manual_seed(step)
+        net = Transformer(TransformerConfig.preset("tiny", tokenizer.vocab_size, max_len=256))
+        save_checkpoint(folder / checkpoint_name(step), net, step=step,
+                        config={"model": net.config.to_dict(), "run": run.to_dict()},
+                        tokenizer_path=folder / "tokenizer.json")
+    return folder
+
+
+def test_a_command_line_argparse_cannot_read_is_one_line(capsys):
+    assert main(["translate", "Ein Hund.", "--checkpoint", "x", "--beam", "four"]) == 2
+    assert "translate: error: argument --beam: invalid int value: 'four'" in _one_line(capsys)
+    assert main(["translate"]) == 2
+    assert "the following arguments are required" in _one_line(capsys)
+    assert main(["fly"]) == 2
+    assert "invalid choice: 'fly'" in _one_line(capsys)
+
+
+def test_a_multi_line_message_is_still_one_line(monkeypatch, capsys):
+    def refuse() -> str:
+        raise BookError("config: expected a table,\nreceived\n  a list")
+
+    monkeypatch.setattr("transformer_book.util.env.format_report", refuse)
+    assert main(["env"]) == 2
+    assert _one_line(capsys) == (
+        "transformer-book env: error: config: expected a table, received a list\n")
+
+
+@pytest.mark.parametrize("command", ["translate", "evaluate"])
+@pytest.mark.parametrize(("option", "value", "message"), [
+    ("--alpha", "inf", "--alpha: expected a finite number >= 0 and <= 10, received inf"),
+    ("--alpha", "nan", "--alpha: expected a finite number >= 0 and <= 10, received nan"),
+    ("--alpha", "1000", "--alpha: expected a finite number >= 0 and <= 10, received 1000.0"),
+    ("--alpha", "-0.5", "--alpha: expected a finite number >= 0 and <= 10, received -0.5"),
+    ("--beam", "0", "--beam: expected an integer >= 1, received 0"),
+    ("--beam", "-4", "--beam: expected an integer >= 1, received -4"),
+    ("--device", "tpu", "--device: expected cpu, cuda, cuda:N or mps, received 'tpu'"),
+    ("--device", "cuda:x", "--device: expected cpu, cuda, cuda:N or mps, received 'cuda:x'"),
+    ("--device", "cpu:1", "--device: expected a device this machine has"),
+    ("--device", "cuda:999", "--device: expected a device this machine has"),
+])
+def test_decoding_arguments_are_refused_before_the_checkpoint_is_read(command, option, value,
+                                                                      message, tmp_path, capsys):
+    """The checkpoint does not exist: the refusal names the argument, so it came first."""
+    first = ["Ein Hund."] if command == "translate" else []
+    assert main([command, *first, "--checkpoint", str(tmp_path / "none"), option, value]) == 2
+    assert f"transformer-book {command}: error: {message}" in _one_line(capsys)
+
+
+def test_a_device_this_machine_lacks_is_refused_before_any_work(monkeypatch, tmp_path, capsys):
+    """--device cuda without CUDA was an AssertionError after the BPE was trained, and
+    --device tpu a RuntimeError from torch."""
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    config = tmp_path / "quick.toml"
+    config.write_text(QUICK)
+    out = tmp_path / "run"
+    for device in ("cuda", "cuda:0", "tpu", "mps:3"):
+        assert main(["train", "--config", str(config), "--out", str(out), "--device", device,
+                     "--results", str(tmp_path / "results")]) == 2
+        assert "train: error: --device: expected " in _one_line(capsys)
+        assert not out.exists() and not (tmp_path / "results").exists(), "work was done"
+    assert main(["translate", "Ein Hund.", "--checkpoint", str(out), "--device", "cuda"]) == 2
+    assert "--device: expected a device this machine has (cpu" in _one_line(capsys)
+
+
+def test_unusable_output_paths_are_refused_before_any_work(tmp_path, capsys):
+    """An existing file as --results (or --out) used to fail after all the training, and
+    the record was lost; --hypotheses after all the decoding."""
+    config = tmp_path / "quick.toml"
+    config.write_text(QUICK)
+    afile = tmp_path / "afile"
+    afile.write_text("kept\n")
+    out = tmp_path / "run"
+    cases = [
+        (["train", "--config", str(config), "--out", str(out), "--results", str(afile)],
+         f"--results: expected a folder this user may write to (or create), received {afile}"),
+        (["train", "--config", str(config), "--out", str(afile)], "--out: expected a folder"),
+        (["train", "--config", str(config), "--out", str(afile / "run")],
+         f"--out: expected a path where a folder can be created, received {afile / 'run'}"),
+        (["train", "--config", str(config), "--out", str(out), "--results",
+          str(afile / "results")], "--results: expected a path where a folder can be created"),
+        (["evaluate", "--checkpoint", str(out), "--results", str(afile)],
+         "--results: expected a folder"),
+        (["evaluate", "--checkpoint", str(out), "--hypotheses", str(tmp_path)],
+         f"--hypotheses: expected a file in an existing folder this user may write to, "
+         f"received {tmp_path}, a folder"),
+        (["evaluate", "--checkpoint", str(out), "--hypotheses", str(tmp_path / "no" / "h.txt")],
+         "--hypotheses: expected a file in an existing folder"),
+        (["evaluate", "--checkpoint", str(out), "--split", "test"],
+         "--split: expected one of ['train', 'val', 'test_2016_flickr'], received 'test'"),
+    ]
+    for argv, message in cases:
+        assert main(argv) == 2, argv
+        assert f"error: {message}" in _one_line(capsys), argv
+        assert not out.exists(), argv
+    assert afile.read_text() == "kept\n"
+
+
+def test_blank_stdin_lines_stay_blank_lines(saved, monkeypatch, capsys):
+    """One blank line used to refuse the whole batch; now each input line gives one output
+    line, a blank one for a blank one (so the output lines up with the input)."""
+    assert main(["translate", "Ein Hund.", "Eine Frau singt.", "--checkpoint", str(saved)]) == 0
+    alone = capsys.readouterr().out.splitlines()
+    monkeypatch.setattr("sys.stdin", io.StringIO("Ein Hund.\n\n   \nEine Frau singt.\n"))
+    assert main(["translate", "-", "--checkpoint", str(saved)]) == 0
+    assert capsys.readouterr().out.splitlines() == [alone[0], "", "", alone[1]]
+    monkeypatch.setattr("sys.stdin", io.StringIO("\n \n"))
+    assert main(["translate", "-", "--checkpoint", str(saved)]) == 2
+    assert "sentences: expected at least one sentence (or - with lines on stdin), received " \
+           "only blank lines" in _one_line(capsys)
+    monkeypatch.setattr("sys.stdin", io.StringIO(""))
+    assert main(["translate", "-", "--checkpoint", str(saved)]) == 2
+    assert "received none" in _one_line(capsys)
+    monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(b"Ein \xff Hund.\n"),
+                                                      encoding="utf-8"))
+    assert main(["translate", "-", "--checkpoint", str(saved)]) == 2
+    assert "stdin: expected UTF-8 text, one sentence per line" in _one_line(capsys)
+    assert main(["translate", "Ein Hund.", " ", "--checkpoint", str(saved)]) == 2
+    assert "sentences[1]: expected a non-empty sentence, received ' '" in _one_line(capsys)
+
+
+def test_a_beam_wider_than_the_vocabulary_is_refused(saved, capsys):
+    vocab = load_trained(saved).model_config.vocab_size
+    assert main(["translate", "Ein Hund.", "--checkpoint", str(saved), "--beam",
+                 str(vocab + 1)]) == 2
+    assert f"beam_size: expected an integer >= 1 and <= {vocab}, received {vocab + 1}" in (
+        _one_line(capsys))
+    assert main(["translate", "Ein Hund.", "--checkpoint", str(saved), "--beam", "2",
+                 "--alpha", "10"]) == 0
+
+
+def test_evaluate_averages_up_to_the_named_checkpoint_and_its_record_agrees(saved, tmp_path,
+                                                                            capsys):
+    """--checkpoint run/step_2 --average 2 averaged the newest two (steps 2 and 3) and wrote
+    step 2 beside them. Now the average is of the checkpoints ending at the named one, or,
+    where the loader cannot do that, the command refuses before decoding."""
+    results, hypotheses = tmp_path / "results", tmp_path / "hyps.txt"
+    argv = ["evaluate", "--checkpoint", str(saved / "step_00000002"), "--average", "2",
+            "--limit", "3", "--beam", "1", "--results", str(results),
+            "--hypotheses", str(hypotheses)]
+    ends_at_named = load_trained(saved / "step_00000002", average=2).checkpoints[-1] == (
+        saved / "step_00000002")
+    if not ends_at_named:
+        assert main(argv) == 2
+        assert "--average: expected --checkpoint naming a run folder or its newest " \
+               "checkpoint (step_00000003)" in _one_line(capsys)
+        assert not results.exists() and not hypotheses.exists()
+        return
+    assert main(argv) == 0
+    record = _record(results, "evaluate-run")
+    assert record["step"] == 2 and record["averaged"] == 2
+    assert [p.rsplit("/", 1)[-1] for p in record["checkpoints"]] == [
+        "step_00000001", "step_00000002"]
+    assert len(hypotheses.read_text().splitlines()) == record["num_hypotheses"] == 3
+
+
+def test_evaluate_of_a_run_folder_averages_its_newest(saved, tmp_path, capsys):
+    results = tmp_path / "results"
+    for checkpoint in (saved, saved / "step_00000003"):
+        assert main(["evaluate", "--checkpoint", str(checkpoint), "--average", "2", "--limit",
+                     "2", "--beam", "2", "--results", str(results)]) == 0
+        record = _record(results, "evaluate-run")
+        assert record["step"] == 3 and record["averaged"] == 2
+        assert record["checkpoints"][-1].endswith("step_00000003")
+        assert record["decoding"]["alpha"] == 0.6 and record["decoding"]["beam_size"] == 2
+        shutil.rmtree(results)

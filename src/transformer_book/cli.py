@@ -14,11 +14,12 @@ Subcommands::
                               [--average 5] [--limit K] [--results results]
                               [--stop exact|k_finished]
 
-Errors in what was asked (bad config, unknown keys, empty input, corrupted or mismatched
-checkpoints) raise :class:`~transformer_book.util.validation.BookError`, which prints
-``transformer-book <cmd>: error: ...`` and exits with code 2; a training loss that becomes
-NaN/inf exits with code 1 and a diagnostic. Any other exception is a bug and shows its
-traceback.
+Errors in what was asked (bad config, empty input, corrupted checkpoints, a command line
+argparse cannot read) raise :class:`~transformer_book.util.validation.BookError`: one line,
+``transformer-book <cmd>: error: ...``, exit code 2. The paths a command writes, its
+``--device`` and decoding arguments are checked before any work starts. A training loss
+that becomes NaN/inf exits with code 1 and a diagnostic. Any other exception is a bug and
+shows its traceback.
 
 Each subcommand is a function ``_cmd_<name>(args) -> int`` registered in
 :func:`build_parser`. The package is imported inside them (this module alone may do so), so
@@ -28,10 +29,67 @@ Each subcommand is a function ``_cmd_<name>(args) -> int`` registered in
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
+
+
+class _UsageError(Exception):
+    """A command line argparse cannot read: shown as one line, exit status 2."""
+
+
+class _Parser(argparse.ArgumentParser):
+    """An ``ArgumentParser`` (and, through ``add_subparsers``, its subcommands' parsers)
+    whose complaints are one line, like a refusal, instead of the usage text."""
+
+    def error(self, message: str) -> NoReturn:
+        raise _UsageError(f"{self.prog}: error: {message} (see {self.prog} --help)")
+
+
+def _check_writable(path: Path, argument: str, folder: bool = True) -> None:
+    """``path`` is a folder the command may write into or create (``folder``), or a file it
+    may write, atomically, through its existing folder."""
+    from transformer_book.util.validation import require
+
+    def usable(p: Path) -> bool:
+        return p.is_dir() and os.access(p, os.W_OK | os.X_OK)
+
+    if folder and path.exists():
+        require(usable(path), argument, "a folder this user may write to (or create)",
+                f"{path}, {'read-only' if path.is_dir() else 'an existing file'}")
+    elif folder:
+        parent = next(p for p in path.absolute().parents if p.exists())  # / exists
+        require(usable(parent), argument, "a path where a folder can be created",
+                f"{path} ({parent} is no writable folder)")
+    else:
+        require(not path.is_dir() and usable(path.absolute().parent), argument,
+                "a file in an existing folder this user may write to",
+                f"{path}, {'a folder' if path.is_dir() else 'not in a writable folder'}")
+
+
+def _check_device(device: str | None) -> None:
+    """``--device`` names a device this machine has: cpu, mps, cuda or cuda:N."""
+    import torch
+
+    from transformer_book.util.env import DEVICE_ORDER, get_device
+    from transformer_book.util.validation import BookError, require
+
+    if device is None:
+        return
+    kind, colon, index = device.partition(":")
+    require(kind in DEVICE_ORDER and (not colon or index.isdecimal()), "--device",
+            "cpu, cuda, cuda:N or mps", repr(device))
+    have = []
+    for name in DEVICE_ORDER:
+        with contextlib.suppress(BookError):  # not on this machine
+            have.append(get_device(name).type)
+    count = (torch.cuda.device_count() if kind == "cuda" else 1) if kind in have else 0
+    shown = [f"cuda:0 to cuda:{torch.cuda.device_count() - 1}" if h == "cuda" else h for h in have]
+    require(int(index or 0) < count, "--device", f"a device this machine has ({', '.join(shown)})",
+            repr(device))
 
 
 def _cmd_env(args: argparse.Namespace) -> int:
@@ -63,6 +121,9 @@ def _cmd_train(args: argparse.Namespace) -> int:
         config.train.max_minutes = args.max_minutes
     config.validate(f"{args.config} (with command-line overrides)")
     name = Path(args.config).stem
+    _check_writable(args.out or Path("runs") / name, "--out")
+    _check_writable(args.results, "--results")
+    _check_device(args.device)
     try:
         result = train(
             config,
@@ -85,46 +146,71 @@ def _cmd_train(args: argparse.Namespace) -> int:
 
 
 def _read_sentences(sentences: list[str]) -> list[str]:
-    """The positional sentences, with ``-`` replaced by the lines of standard input."""
-    from transformer_book.util.validation import require
+    """The positional sentences, with ``-`` replaced by the lines of standard input. A blank
+    line of stdin stays, as ``""`` (it becomes a blank output line); a blank argument is
+    refused, and so is input with no sentence at all."""
+    from transformer_book.util.validation import fail, require
 
     out: list[str] = []
-    for item in sentences:
-        out.extend(sys.stdin.read().splitlines() if item == "-" else [item])
-    require(bool(out), "sentences", "at least one sentence (or - with lines on stdin)", "none")
-    for i, text in enumerate(out):
-        require(text.strip() != "", f"sentences[{i}]", "a non-empty sentence", repr(text))
+    for i, item in enumerate(sentences):
+        if item == "-":
+            try:
+                out.extend(line if line.strip() else "" for line in sys.stdin.read().splitlines())
+            except UnicodeDecodeError as error:
+                raise fail("stdin", "UTF-8 text, one sentence per line", f"{error}") from None
+        else:
+            require(item.strip() != "", f"sentences[{i}]", "a non-empty sentence", repr(item))
+            out.append(item)
+    require(any(out), "sentences", "at least one sentence (or - with lines on stdin)",
+            "only blank lines" if out else "none")
     return out
+
+
+def _check_decoding_arguments(args: argparse.Namespace) -> None:
+    """``--beam``, ``--alpha`` and ``--device`` as given, before anything is loaded (the
+    beam's upper bound, the vocabulary size, is checked once the model is)."""
+    from transformer_book.inference.beam import check_alpha
+    from transformer_book.util.validation import require_positive_int
+
+    if args.beam is not None:
+        require_positive_int(args.beam, "--beam")
+    if args.alpha is not None:
+        check_alpha(args.alpha, argument="--alpha")
+    _check_device(args.device)
 
 
 def _cmd_translate(args: argparse.Namespace) -> int:
     from transformer_book.inference.trained import load_trained
     from transformer_book.inference.translate import translate
 
+    _check_decoding_arguments(args)
     sentences = _read_sentences(args.sentences)
     trained = load_trained(args.checkpoint, device=args.device)
-    for line in translate(trained, sentences, beam_size=args.beam, alpha=args.alpha,
-                          stop=args.stop):
-        print(line)
+    lines = iter(translate(trained, [s for s in sentences if s], beam_size=args.beam,
+                           alpha=args.alpha, stop=args.stop))
+    for sentence in sentences:
+        print(next(lines) if sentence else "")
     return 0
 
 
 def _cmd_evaluate(args: argparse.Namespace) -> int:
     from transformer_book.data.multi30k import load_multi30k
     from transformer_book.inference.scoring import corpus_bleu
-    from transformer_book.inference.trained import load_trained
+    from transformer_book.inference.trained import load_trained, resolve_checkpoint
     from transformer_book.inference.translate import translate
     from transformer_book.util.files import atomic_write_text
     from transformer_book.util.records import write_record
     from transformer_book.util.timing import Stopwatch
-    from transformer_book.util.validation import require_positive_int
+    from transformer_book.util.validation import require
 
-    if args.limit is not None:
-        require_positive_int(args.limit, "--limit")
-    if args.average is not None:
-        require_positive_int(args.average, "--average")
+    _check_evaluate_arguments(args)
     with Stopwatch() as wall:
         trained = load_trained(args.checkpoint, device=args.device, average=args.average)
+        # --average N: the N checkpoints ending at the one named (a run folder: its newest)
+        named = resolve_checkpoint(args.checkpoint)
+        require(trained.checkpoints[-1] == named, "--average", "--checkpoint naming a run "
+                f"folder or its newest checkpoint ({trained.checkpoints[-1].name}): the "
+                "newest checkpoints are averaged", f"{named.name}, an older one")
         data, dec = trained.run_config.data, trained.run_config.decode
         pairs = load_multi30k(args.split, data.src, data.tgt, data.data_dir)[: args.limit]
         beam = dec.beam_size if args.beam is None else args.beam
@@ -145,6 +231,23 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
     return 0
 
 
+def _check_evaluate_arguments(args: argparse.Namespace) -> None:
+    """What ``evaluate`` is asked, checked before the checkpoint or the data is loaded."""
+    from transformer_book.data.multi30k import MULTI30K_SPLITS
+    from transformer_book.util.validation import require_one_of, require_positive_int
+
+    if args.limit is not None:
+        require_positive_int(args.limit, "--limit")
+    if args.average is not None:
+        require_positive_int(args.average, "--average")
+    require_one_of(args.split, "--split", MULTI30K_SPLITS)
+    _check_decoding_arguments(args)
+    if args.results is not None:
+        _check_writable(args.results, "--results")
+    if args.hypotheses is not None:
+        _check_writable(args.hypotheses, "--hypotheses", folder=False)
+
+
 def _evaluation_record(args: argparse.Namespace, trained: Any, pairs: list[tuple[str, str]],
                        hypotheses: list[str], bleu: Any, beam: int, alpha: float
                        ) -> dict[str, Any]:
@@ -154,33 +257,24 @@ def _evaluation_record(args: argparse.Namespace, trained: Any, pairs: list[tuple
 
     data, dec = trained.run_config.data, trained.run_config.decode
     return {
-        "kind": "evaluate",
-        "command": command_line(args.argv),
-        "git": git_commit(),
+        "kind": "evaluate", "command": command_line(args.argv), "git": git_commit(),
         "hardware": hardware_info(next(trained.model.parameters()).device),
+        # the averaged checkpoints, oldest first; step is the last one's
         "checkpoints": [str(p) for p in trained.checkpoints],
-        "averaged": len(trained.checkpoints),
-        "step": trained.step,
-        "split": args.split,
-        "languages": f"{data.src}-{data.tgt}",
-        "limit": args.limit,
+        "averaged": len(trained.checkpoints), "step": trained.step,
+        "split": args.split, "languages": f"{data.src}-{data.tgt}", "limit": args.limit,
         "num_hypotheses": len(hypotheses),
         "decoding": {
-            "beam_size": beam,
-            "alpha": alpha,
-            "max_len_a": dec.max_len_a,
-            "max_len_b": dec.max_len_b,
+            "beam_size": beam, "alpha": alpha,
+            "max_len_a": dec.max_len_a, "max_len_b": dec.max_len_b,
             "method": "greedy" if beam == 1 else "beam search",
             "stop": None if beam == 1 else args.stop,
         },
-        "bleu": bleu.score,
-        "signature": bleu.signature,
+        "bleu": bleu.score, "signature": bleu.signature,
         "bleu_lowercase_intl": bleu.lowercase_intl_score,
         "lowercase_intl_signature": bleu.lowercase_intl_signature,
-        "precisions": list(bleu.precisions),
-        "brevity_penalty": bleu.brevity_penalty,
-        "hyp_len": bleu.hyp_len,
-        "ref_len": bleu.ref_len,
+        "precisions": list(bleu.precisions), "brevity_penalty": bleu.brevity_penalty,
+        "hyp_len": bleu.hyp_len, "ref_len": bleu.ref_len,
         "examples": [
             {"source": s, "reference": t, "hypothesis": h}
             for (s, t), h in list(zip(pairs, hypotheses, strict=True))[:5]
@@ -189,37 +283,18 @@ def _evaluation_record(args: argparse.Namespace, trained: Any, pairs: list[tuple
     }
 
 
-def _add_stop_argument(parser: argparse.ArgumentParser) -> None:
-    from transformer_book.inference.beam import STOPPING_RULES
-
-    parser.add_argument(
-        "--stop",
-        choices=STOPPING_RULES,
-        default="exact",
-        help="beam search's stopping rule: exact (default; stop when no live hypothesis can "
-        "win) or k_finished (stop once beam-size hypotheses have finished, as fairseq)",
-    )
-
-
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="transformer-book",
-        description="The Transformer, step by step: tools for the course.",
-    )
+    parser = _Parser(prog="transformer-book",
+                     description="The Transformer, step by step: tools for the course.")
     commands = parser.add_subparsers(dest="command", required=True)
-
     env = commands.add_parser("env", help="print versions, device and threads")
     env.set_defaults(run=_cmd_env)
-
-    assignments = commands.add_parser(
-        "assignments", help="write student notebooks with solutions stripped"
-    )
+    assignments = commands.add_parser("assignments",
+                                      help="write student notebooks with solutions stripped")
     assignments.add_argument("--out", required=True, type=Path, help="folder to write into")
-    assignments.add_argument(
-        "--source", type=Path, default=Path("notebooks"), help="folder of source notebooks"
-    )
+    assignments.add_argument("--source", type=Path, default=Path("notebooks"),
+                             help="folder of source notebooks")
     assignments.set_defaults(run=_cmd_assignments)
-
     _add_train_parser(commands)
     _add_translate_parser(commands)
     _add_evaluate_parser(commands)
@@ -227,103 +302,72 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _add_train_parser(commands: Any) -> None:
-    train = commands.add_parser(
-        "train", help="train a translation model (Section 5) from a TOML config"
-    )
-    train.add_argument(
-        "--config", required=True, type=Path, help="run config, e.g. configs/small.toml"
-    )
-    train.add_argument(
-        "--out",
-        type=Path,
-        default=None,
-        help="run folder for tokenizer and checkpoints (default runs/<config>)",
-    )
+    train = commands.add_parser("train",
+                                help="train a translation model (Section 5) from a TOML config")
+    add = train.add_argument
+    add("--config", required=True, type=Path, help="run config, e.g. configs/small.toml")
+    add("--out", type=Path, default=None,
+        help="run folder for tokenizer and checkpoints (default runs/<config>)")
     _add_results_argument(train)
-    train.add_argument("--max-steps", type=int, default=None, help="override [train] max_steps")
-    train.add_argument(
-        "--max-minutes", type=float, default=None, help="override [train] max_minutes"
-    )
-    train.add_argument(
-        "--no-resume",
-        action="store_true",
-        help="start from scratch (refused if --out holds checkpoints)",
-    )
-    train.add_argument("--device", default=None, help="cpu, cuda, cuda:1, mps (default: best)")
-    train.add_argument(
-        "--bleu-sentences",
-        type=int,
-        default=200,
-        help="val sentences decoded for greedy BLEU at each evaluation (default 200; 0 = no BLEU)",
-    )
-    train.add_argument(
-        "--val-sentences",
-        type=int,
-        default=None,
-        help="val pairs for the validation loss (default: all)",
-    )
-    train.add_argument("--quiet", action="store_true", help="no progress bar")
+    add("--max-steps", type=int, default=None, help="override [train] max_steps")
+    add("--max-minutes", type=float, default=None, help="override [train] max_minutes")
+    add("--no-resume", action="store_true",
+        help="start from scratch (refused if --out holds checkpoints)")
+    add("--device", default=None, help="cpu, cuda, cuda:1, mps (default: best)")
+    add("--bleu-sentences", type=int, default=200,
+        help="val sentences decoded for greedy BLEU at each evaluation (default 200; 0 = no BLEU)")
+    add("--val-sentences", type=int, default=None,
+        help="val pairs for the validation loss (default: all)")
+    add("--quiet", action="store_true", help="no progress bar")
     train.set_defaults(run=_cmd_train)
 
 
 def _add_translate_parser(commands: Any) -> None:
     translate = commands.add_parser("translate", help="translate sentences with a checkpoint")
-    translate.add_argument(
-        "sentences", nargs="+", help="source sentences; - reads one sentence per line from stdin"
-    )
+    translate.add_argument("sentences", nargs="+",
+                           help="source sentences; - reads one sentence per line from stdin "
+                           "and prints one line per input line (a blank line stays blank)")
     _add_decoding_arguments(translate)
     translate.set_defaults(run=_cmd_translate)
 
 
 def _add_evaluate_parser(commands: Any) -> None:
-    evaluate = commands.add_parser(
-        "evaluate", help="BLEU of a checkpoint on a Multi30k split (Section 6.1)"
-    )
-    evaluate.add_argument(
-        "--split", default="test_2016_flickr", help="val or test_2016_flickr (default)"
-    )
+    evaluate = commands.add_parser("evaluate",
+                                   help="BLEU of a checkpoint on a Multi30k split (Section 6.1)")
+    add = evaluate.add_argument
+    add("--split", default="test_2016_flickr", help="val or test_2016_flickr (default)")
     _add_decoding_arguments(evaluate)
-    evaluate.add_argument(
-        "--average", type=int, default=None, help="average the last N checkpoints of the run folder"
-    )
-    evaluate.add_argument("--limit", type=int, default=None, help="only the first K sentences")
+    add("--average", type=int, default=None,
+        help="average the newest N checkpoints of the run (--checkpoint: the run folder or "
+        "its newest checkpoint)")
+    add("--limit", type=int, default=None, help="only the first K sentences")
     _add_results_argument(evaluate)
-    evaluate.add_argument(
-        "--hypotheses",
-        type=Path,
-        default=None,
-        help="also write the translations here, one per line",
-    )
+    add("--hypotheses", type=Path, default=None,
+        help="also write the translations to this file (in an existing folder), one per line")
     evaluate.set_defaults(run=_cmd_evaluate)
 
 
 def _add_decoding_arguments(parser: argparse.ArgumentParser) -> None:
     """``--checkpoint``, ``--beam``, ``--alpha``, ``--stop`` and ``--device``: what
     ``translate`` and ``evaluate`` share."""
-    parser.add_argument(
-        "--checkpoint",
-        required=True,
-        type=Path,
-        help="a checkpoint folder or a run folder (its newest checkpoint)",
-    )
-    parser.add_argument(
-        "--beam",
-        type=int,
-        default=None,
-        help="beam size (1 = greedy; default: the config's [decode])",
-    )
-    parser.add_argument("--alpha", type=float, default=None, help="length penalty α")
-    _add_stop_argument(parser)
-    parser.add_argument("--device", default=None, help="cpu, cuda, ... (default cpu)")
+    from transformer_book.inference.beam import MAX_ALPHA, STOPPING_RULES
+
+    add = parser.add_argument
+    add("--checkpoint", required=True, type=Path,
+        help="a checkpoint folder or a run folder (its newest checkpoint)")
+    add("--beam", type=int, default=None,
+        help="beam size, 1 (greedy) to the vocabulary size (default: the config's [decode])")
+    add("--alpha", type=float, default=None,
+        help=f"length penalty α, 0 to {MAX_ALPHA:g} (default: the config's [decode])")
+    add("--stop", choices=STOPPING_RULES, default="exact",
+        help="beam search's stopping rule: exact (default; stop when no live hypothesis can "
+        "win) or k_finished (stop once beam-size hypotheses have finished, as fairseq)")
+    add("--device", default=None, help="cpu, cuda, cuda:N, mps (default cpu)")
 
 
 def _add_results_argument(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--results",
-        type=Path,
-        default=Path("results"),
-        help="folder for the JSON record (default results)",
-    )
+    parser.add_argument("--results", type=Path, default=Path("results"),
+                        help="folder for the JSON record (default results)")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -334,14 +378,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     """
     parser = build_parser()
     argv = list(sys.argv[1:] if argv is None else argv)
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except _UsageError as error:
+        print(error, file=sys.stderr)
+        return 2
     args.argv = ["transformer-book", *argv]
     from transformer_book.util.validation import BookError
 
     try:
         return int(args.run(args))
     except BookError as error:
-        print(f"transformer-book {args.command}: error: {error}", file=sys.stderr)
+        message = " ".join(str(error).split())  # one line, whatever the message holds
+        print(f"transformer-book {args.command}: error: {message}", file=sys.stderr)
         return 2
 
 
