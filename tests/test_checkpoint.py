@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import os
 import random
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -13,6 +15,7 @@ from safetensors.torch import load_file
 from torch import nn
 
 from transformer_book.inference.averaging import average_checkpoints
+from transformer_book.run import leftovers
 from transformer_book.run.checkpoint import (
     checkpoint_name,
     list_checkpoints,
@@ -467,3 +470,110 @@ def test_unreadable_rng_and_weights_are_clear_refusals(tmp_path):
             {name: sha256_file(path / name)}))
         with pytest.raises(BookError, match=match):
             load_checkpoint(path, _model())
+
+
+# --------------------------------------------------- leftovers of an interrupted save
+
+
+def _dead_pid():
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    child.wait()
+    return child.pid
+
+
+def _leftover(parent, target, kind, pid, source=None, host=None):
+    """A hidden folder as a save killed in process ``pid`` leaves it: ``source`` (a
+    checkpoint folder) moved in as the new copy (tmp) or as the previous one (old)."""
+    folder = parent / f".{target}.{kind}-{host or leftovers._HOST}-{pid}-x1_y"
+    folder.mkdir()
+    if source is not None:
+        os.replace(source, folder if kind == "tmp" else folder / "previous")
+        if kind == "tmp":
+            folder.mkdir(exist_ok=True)
+    return folder
+
+
+def _checkpoint(parent, name, step, seed=0):
+    """A checkpoint, saved elsewhere when it is to become a leftover of ``parent`` (a save
+    in ``parent`` itself would tidy the leftovers made so far)."""
+    folder = parent if name.startswith("step_") else parent.parent / f"{parent.name}-sources"
+    return save_checkpoint(folder / name, _model(seed), config={}, step=step)
+
+
+def test_a_half_written_save_is_removed_and_reported(tmp_path, capsys):
+    _checkpoint(tmp_path, checkpoint_name(10), 10)
+    half = _leftover(tmp_path, checkpoint_name(20), "tmp", _dead_pid())
+    (half / "model.safetensors").write_bytes(b"\0" * 100)  # the weights, then the kill
+    assert list_checkpoints(tmp_path) == [tmp_path / checkpoint_name(10)]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [checkpoint_name(10)]
+    assert f"removed {half.name}, left by an interrupted checkpoint save" in \
+        capsys.readouterr().err
+
+
+def test_leftovers_of_running_processes_and_other_machines_stay(tmp_path, capsys):
+    running = _leftover(tmp_path, checkpoint_name(20), "tmp", os.getppid())
+    other_host = _leftover(tmp_path, checkpoint_name(30), "tmp", _dead_pid(), host="elsewhere")
+    own = leftovers.save_folder(tmp_path, checkpoint_name(40), "tmp")  # a save in progress
+    assert list_checkpoints(tmp_path) == []
+    assert running.is_dir() and other_host.is_dir() and own.is_dir()
+    leftovers.release(own)  # the save is over: what it left is a leftover
+    list_checkpoints(tmp_path)
+    assert not own.exists() and running.is_dir()
+    assert capsys.readouterr().err.count("removed") == 1
+
+
+def test_leftovers_named_before_process_ids_are_removed(tmp_path):
+    old_style = tmp_path / ".step_00000020.tmp-k2j4_x"
+    old_style.mkdir()
+    os.utime(old_style, (1, 1))  # older than this process
+    list_checkpoints(tmp_path)
+    assert not old_style.exists()
+
+
+def test_a_crash_between_the_renames_recovers_the_newest_complete_copy(tmp_path, capsys):
+    """Killed after the old step_20 moved away, before the new one moved in: both copies
+    verify, so the new one comes back (deterministically), and the rest goes."""
+    _checkpoint(tmp_path, checkpoint_name(10), 10)
+    pid = _dead_pid()
+    _leftover(tmp_path, checkpoint_name(20), "old", pid, _checkpoint(tmp_path, "a", 20, 1))
+    _leftover(tmp_path, checkpoint_name(20), "tmp", pid, _checkpoint(tmp_path, "b", 20, 2))
+    assert [p.name for p in list_checkpoints(tmp_path)] == [checkpoint_name(10),
+                                                           checkpoint_name(20)]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [checkpoint_name(10),
+                                                          checkpoint_name(20)]
+    _same(_model(2), _load(tmp_path / checkpoint_name(20)))
+    err = capsys.readouterr().err
+    assert "step_00000020: recovered from .step_00000020.tmp-" in err and "(the new copy;" in err
+
+
+def _load(path):
+    model = _model(9)
+    load_checkpoint(path, model)
+    return model
+
+
+def test_a_half_written_new_copy_gives_back_the_previous_one(tmp_path):
+    pid = _dead_pid()
+    _leftover(tmp_path, checkpoint_name(20), "old", pid, _checkpoint(tmp_path, "a", 20, 1))
+    half = _leftover(tmp_path, checkpoint_name(20), "tmp", pid, _checkpoint(tmp_path, "b", 20, 2))
+    (half / "checkpoint.sha256").unlink()  # killed before its last file
+    _same(_model(1), _load(tmp_path / checkpoint_name(20)))  # named: recovered on load
+    assert sorted(p.name for p in tmp_path.iterdir()) == [checkpoint_name(20)]
+
+
+def test_a_complete_copy_not_yet_renamed_is_recovered(tmp_path):
+    """Killed after the new folder was complete, before its only rename."""
+    _checkpoint(tmp_path, checkpoint_name(10), 10)
+    _leftover(tmp_path, checkpoint_name(20), "tmp", _dead_pid(), _checkpoint(tmp_path, "b", 20))
+    save_checkpoint(tmp_path / checkpoint_name(30), _model(), config={}, step=30)  # tidies
+    assert [p.name for p in list_checkpoints(tmp_path)] == [
+        checkpoint_name(10), checkpoint_name(20), checkpoint_name(30)]
+
+
+def test_a_previous_copy_already_replaced_is_removed(tmp_path):
+    """Killed after both renames, before the previous copy was deleted."""
+    _checkpoint(tmp_path, checkpoint_name(20), 20, 2)
+    _leftover(tmp_path, checkpoint_name(20), "old", _dead_pid(), _checkpoint(tmp_path, "a", 20, 1))
+    list_checkpoints(tmp_path)
+    assert sorted(p.name for p in tmp_path.iterdir()) == [checkpoint_name(20)]
+    _same(_model(2), _load(tmp_path / checkpoint_name(20)))
