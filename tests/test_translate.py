@@ -83,6 +83,12 @@ def test_translate_ids_keeps_the_model_mode_and_the_input_order(model):
         ([[4]], {"beam_size": 2, "alpha": 1000.0}, r"alpha: expected a finite number"),
         ([[4]], {"max_len_b": -10}, r"max_len_b: expected an integer >= 0, received -10"),
         ([[4]], {"max_tokens": -1}, r"max_tokens: expected an integer >= 1"),
+        ([[4]], {"device": "tpu"}, r"device: expected a torch device such as cpu, cuda, cuda:1 "
+                                   r"or mps, received 'tpu'"),
+        ([[4]], {"device": 5}, r"device: expected "),  # cuda:5 where torch has CUDA
+        ([[4]], {"device": "meta"}, r"device: expected the model's device \(cpu\) or None, "
+                                    r"received 'meta'"),
+        ([[4]], {"device": "cpu:1"}, r"device: expected the model's device \(cpu\)"),
         ([[4]], {"max_len_a": -1.0}, r"max_len_a: expected a finite number >= 0"),
         ([[4]], {"max_len_b": 1.5}, r"max_len_b: expected an integer >= 0, received 1.5"),
         ([[4]], {"max_tokens": 0}, r"max_tokens: expected an integer >= 1"),

@@ -105,6 +105,22 @@ def _check_sources(model: nn.Module, sources: Sequence[Sequence[int]]) -> None:
     model.check_ids(ids, "sources")  # ids in range, at most max_len positions
 
 
+def _model_device(model: nn.Module, device: torch.device | str | None) -> torch.device:
+    """The device to decode on: the model's; ``device``, if given, must name it (``"cuda"``
+    names ``cuda:0``): sources on another device than the weights cannot be decoded."""
+    own = next(model.parameters()).device
+    if device is None:
+        return own
+    try:
+        wanted = torch.device(device)
+    except (RuntimeError, TypeError):  # "tpu", 5: torch's own message lists its internals
+        raise fail("device", "a torch device such as cpu, cuda, cuda:1 or mps",
+                   repr(device)) from None
+    require(wanted.type == own.type and wanted.index in (None, own.index or 0), "device",
+            f"the model's device ({own}) or None", repr(device))
+    return own
+
+
 @torch.no_grad()
 def translate_ids(
     model: nn.Module,
@@ -138,7 +154,7 @@ def translate_ids(
     require_int(max_len_b, "max_len_b", minimum=0)
     require_positive_int(max_tokens, "max_tokens")
     require_one_of(stop, "stop", STOPPING_RULES)
-    device = torch.device(device) if device is not None else next(model.parameters()).device
+    device = _model_device(model, device)
     _check_sources(model, sources)
     outputs: list[list[int]] = [[] for _ in sources]
     specials = {config.pad_id, config.bos_id, config.eos_id}
