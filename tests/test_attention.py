@@ -477,3 +477,112 @@ def test_mha_rejects_bad_input() -> None:
         mha(x)
 
     assert set(attention.__all__) <= set(dir(attention))
+
+
+# --------------------------------------------------------------------------- refusals
+
+
+def _with(t: torch.Tensor, value: float) -> torch.Tensor:
+    t = t.clone()
+    t.view(-1)[1] = value
+    return t
+
+
+def test_masked_softmax_checks_its_arguments() -> None:
+    scores = randn(2, 3)
+    with pytest.raises(BookError, match=r"scores: expected a torch.Tensor, received list"):
+        masked_softmax([1.0, 2.0], None)  # type: ignore[arg-type]
+    with pytest.raises(BookError, match=r"scores: expected a floating-point tensor"):
+        masked_softmax(torch.ones(2, 3, dtype=torch.long), None)
+    with pytest.raises(BookError, match=r"mask: expected a boolean tensor"):
+        masked_softmax(scores, torch.ones(2, 3))
+    with pytest.raises(BookError, match=r"mask: expected a shape broadcastable to \(2, 3\), "
+                                        r"received shape \(4, 3\)"):
+        masked_softmax(scores, torch.ones(4, 3, dtype=torch.bool))
+    with pytest.raises(BookError, match=r"mask: expected a tensor on cpu"):
+        masked_softmax(scores, torch.ones(2, 3, dtype=torch.bool, device="meta"))
+
+
+@pytest.mark.parametrize("value", [math.nan, math.inf])
+def test_masked_softmax_refuses_nan_and_plus_inf(value: float) -> None:
+    with pytest.raises(BookError, match=r"scores: expected no NaN or \+inf"):
+        masked_softmax(_with(randn(2, 3), value), None)
+
+
+def test_masked_softmax_takes_minus_inf_but_not_a_row_of_it() -> None:
+    scores = _with(randn(2, 3), -math.inf)
+    assert masked_softmax(scores, None)[0, 1] == 0
+    scores[1] = -math.inf
+    with pytest.raises(BookError, match=r"scores: expected a finite score for each row"):
+        masked_softmax(scores, None)
+    mask = torch.tensor([[True, True, True], [False, False, False]])
+    assert (masked_softmax(scores, mask)[1] == 0).all()  # a fully masked row: zeros
+
+
+@pytest.mark.parametrize("name", ["q", "k", "v"])
+@pytest.mark.parametrize("value", [math.nan, math.inf])
+def test_sdpa_refuses_non_finite_inputs(name: str, value: float) -> None:
+    tensors = {"q": randn(2, 3, 4), "k": randn(2, 5, 4, seed=1), "v": randn(2, 5, 4, seed=2)}
+    tensors[name] = _with(tensors[name], value)
+    with pytest.raises(BookError, match=rf"{name}: expected finite values"):
+        scaled_dot_product_attention(tensors["q"], tensors["k"], tensors["v"])
+    if name != "v":
+        with pytest.raises(BookError, match=rf"{name}: expected finite values"):
+            dot_score(tensors["q"], tensors["k"])
+
+
+def test_sdpa_refuses_scores_that_overflow() -> None:
+    q = torch.full((1, 2, 4), 1e30)
+    with pytest.raises(BookError, match=r"q, k: expected scores .* finite, received scores "
+                                        r"that overflow"):
+        scaled_dot_product_attention(q, q, q)
+
+
+def test_sdpa_refuses_mixed_dtypes_and_devices_and_a_string_rate() -> None:
+    q, k, v = randn(2, 3, 4), randn(2, 5, 4), randn(2, 5, 4)
+    with pytest.raises(BookError, match=r"k: expected dtype torch.float64 \(as q\), "
+                                        r"received torch.float32"):
+        scaled_dot_product_attention(q, k.float(), v)
+    with pytest.raises(BookError, match=r"v: expected dtype torch.float64 \(as q\)"):
+        scaled_dot_product_attention(q, k, v.float())
+    with pytest.raises(BookError, match=r"k: expected dtype torch.float64 \(as q\)"):
+        scaled_dot_score(q, k.float())
+    with pytest.raises(BookError, match=r"k: expected a tensor on cpu \(as q\), received meta"):
+        scaled_dot_product_attention(q, k.to("meta"), v)
+    with pytest.raises(BookError, match=r"mask: expected a tensor on cpu"):
+        scaled_dot_product_attention(q, k, v, torch.ones(3, 5, dtype=torch.bool, device="meta"))
+    with pytest.raises(BookError, match=r"dropout_p: expected a number in \[0, 1\), "
+                                        r"received '0.1'"):
+        scaled_dot_product_attention(q, k, v, dropout_p="0.1")  # type: ignore[arg-type]
+
+
+def test_the_unchecked_paths_still_check_their_plain_arguments() -> None:
+    q = randn(1, 2, 3, 4)
+    with pytest.raises(BookError, match=r"dropout_p: expected a number in \[0, 1\), "
+                                        r"received '0.1'"):
+        attention.explicit_attention(q, q, q, None, "0.1")  # type: ignore[arg-type]
+    with pytest.raises(BookError, match=r"dropout_p: expected a number in \[0, 1\)"):
+        attention.fused_attention(q, q, q, None, False, "0.1")  # type: ignore[arg-type]
+    with pytest.raises(BookError, match=r"is_causal: expected True or False, received 'yes'"):
+        attention.fused_attention(q, q, q, None, "yes", 0.0)  # type: ignore[arg-type]
+
+
+def test_mha_refuses_another_dtype_or_device_and_non_bool_flags() -> None:
+    mha = MultiHeadAttention(8, 2).to(F64)
+    x = randn(2, 3, 8)
+    with pytest.raises(BookError, match=r"query: expected dtype torch.float64 \(the module's"):
+        mha(x.float(), x.float(), x.float())
+    with pytest.raises(BookError, match=r"key: expected dtype torch.float64"):
+        mha(x, x.float(), x.float())
+    with pytest.raises(BookError, match=r"query: expected a tensor on cpu \(the module's\)"):
+        mha(x.to("meta"), x.to("meta"), x.to("meta"))
+    with pytest.raises(BookError, match=r"is_causal: expected True or False, received 'yes'"):
+        mha(x, x, x, is_causal="yes")  # type: ignore[arg-type]
+    with pytest.raises(BookError, match=r"need_weights: expected True or False, received 1"):
+        mha(x, x, x, need_weights=1)  # type: ignore[arg-type]
+    q = mha.project_query(x)
+    k, v = mha.project_kv(x, x)
+    with pytest.raises(BookError, match=r"v: expected dtype torch.float64 on cpu \(as q\)"):
+        mha.attend(q, k, v.float())
+    with torch.autocast("cpu", dtype=torch.bfloat16):  # autocast: the dtypes may differ
+        assert mha.float()(x.bfloat16(), x.bfloat16(), x.bfloat16())[0].shape == (2, 3, 8)

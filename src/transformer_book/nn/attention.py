@@ -6,7 +6,8 @@ The output is computed as a weighted sum of the values, where the weight assigne
 value is computed by a compatibility function of the query with the corresponding key."
 
 This module holds, in the order the book meets them: scoring functions (dot, scaled dot,
-additive), the padding and causal masks, :func:`scaled_dot_product_attention`, and
+additive), the padding and causal masks, :func:`masked_softmax` (written in
+:mod:`transformer_book.nn.masks`), :func:`scaled_dot_product_attention`, and
 :class:`MultiHeadAttention` with its fast path (:func:`fused_attention`). Nadaraya–Watson
 attention pooling and the end-to-end memory network, which came before it, live in
 :mod:`transformer_book.baselines`.
@@ -22,9 +23,16 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from transformer_book.nn.masks import check_mask, free_to_read, with_causal
+from transformer_book.nn.masks import (
+    _masked_softmax,
+    check_like,
+    check_mask,
+    check_qk,
+    free_to_read,
+    masked_softmax,
+    with_causal,
+)
 from transformer_book.util.validation import (
-    fail,
     require,
     require_bool,
     require_positive_int,
@@ -49,22 +57,6 @@ __all__ = [
 # --------------------------------------------------------------------------- scores
 
 
-def _check_qk(q: torch.Tensor, k: torch.Tensor) -> None:
-    require_tensor(q, "q", floating=True)
-    require_tensor(k, "k", floating=True)
-    require(q.ndim >= 2, "q", "a tensor of shape (..., L_q, d_k)", f"shape {tuple(q.shape)}")
-    require(k.ndim >= 2, "k", "a tensor of shape (..., L_k, d_k)", f"shape {tuple(k.shape)}")
-    require(q.shape[-1] == k.shape[-1], "k", f"last dimension d_k={q.shape[-1]} (as q)",
-            f"shape {tuple(k.shape)}")
-    try:
-        torch.broadcast_shapes(q.shape[:-2], k.shape[:-2])
-    except RuntimeError:
-        raise fail(
-            "k", f"batch dimensions broadcastable with q's {tuple(q.shape[:-2])}",
-            f"shape {tuple(k.shape)}",
-        ) from None
-
-
 def dot_score(q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
     """Dot-product compatibility ``q · k``: ``q (..., L_q, d)``, ``k (..., L_k, d)`` -> scores
     ``(..., L_q, L_k)``.
@@ -72,7 +64,7 @@ def dot_score(q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
     Section 3.2.1: "Dot-product attention is identical to our algorithm, except for the
     scaling factor of 1/√d_k."
     """
-    _check_qk(q, k)
+    check_qk(q, k)
     return q @ k.transpose(-2, -1)  # (..., L_q, d) @ (..., d, L_k) -> (..., L_q, L_k)
 
 
@@ -118,23 +110,6 @@ class AdditiveScore(nn.Module):
 
 
 # --------------------------------------------------------------------------- masks
-
-
-def masked_softmax(scores: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
-    """Softmax over the last dimension that gives masked entries (mask False) weight zero.
-
-    Masked scores become the most negative finite number, so beside any unmasked score their
-    weight underflows to exactly zero. A row whose entries are all masked would come out
-    uniform instead; it gets all-zero weights (never NaN, finite gradients).
-    ``scores (..., L_q, L_k)``, ``mask`` boolean broadcastable to it.
-    """
-    if mask is None:
-        return torch.softmax(scores, dim=-1)
-    weights = torch.softmax(scores.masked_fill(~mask, torch.finfo(scores.dtype).min), dim=-1)
-    nothing_to_attend = ~mask.any(dim=-1, keepdim=True)  # (..., L_q or 1, 1): the small mask
-    if not free_to_read(mask) or bool(nothing_to_attend.any()):  # on a GPU: fill, never ask
-        weights = weights.masked_fill(nothing_to_attend, 0.0)
-    return weights
 
 
 def padding_mask(ids: torch.Tensor, pad_id: int) -> torch.Tensor:
@@ -192,15 +167,20 @@ def scaled_dot_product_attention(
     ``output (..., L_q, d_v)`` and ``weights (..., L_q, L_k)`` (before dropout; rows sum to
     one, or are all zero for a query whose keys are all masked, whose output is then zero).
     ``dropout_p`` drops weights (Section 5.4) and is applied whenever it is positive."""
-    _check_qk(q, k)
+    check_qk(q, k)
     require_tensor(v, "v", floating=True)
     require(v.ndim >= 2 and v.shape[-2] == k.shape[-2], "v", f"shape (..., L_k={k.shape[-2]}, d_v)",
             f"shape {tuple(v.shape)}")
+    check_like(v, "v", q)
     require_probability(dropout_p, "dropout_p")
     if mask is not None:
         batch = torch.broadcast_shapes(q.shape[:-2], k.shape[:-2])
-        check_mask(mask, (*batch, q.shape[-2], k.shape[-2]))
-    return explicit_attention(q, k, v, mask, dropout_p)
+        check_mask(mask, (*batch, q.shape[-2], k.shape[-2]), q.device)
+    out, weights = explicit_attention(q, k, v, mask, dropout_p)
+    if free_to_read(weights):  # finite inputs whose products overflow
+        require(bool(torch.isfinite(weights).all()), "q, k",
+                "scores q·kᵀ/√d_k that are finite", "scores that overflow")
+    return out, weights
 
 
 def explicit_attention(
@@ -209,9 +189,12 @@ def explicit_attention(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """:func:`scaled_dot_product_attention` without its checks, for inputs already checked
     (:class:`MultiHeadAttention`'s teaching and decoding paths, the benchmarks): the same
-    shapes, ``softmax(QKᵀ / √d_k) V`` written out, weights returned."""
+    shapes, ``softmax(QKᵀ / √d_k) V`` written out, weights returned. ``dropout_p`` is
+    checked (a number: no tensor is read)."""
+    if not torch.compiler.is_compiling():
+        require_probability(dropout_p, "dropout_p")
     scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])  # scaled_dot_score, (..., L_q, L_k)
-    weights = masked_softmax(scores, mask)  # (..., L_q, L_k)
+    weights = _masked_softmax(scores, mask)  # (..., L_q, L_k)
     used = F.dropout(weights, dropout_p) if dropout_p > 0 else weights
     return used @ v, weights  # (..., L_q, L_k) @ (..., L_k, d_v) -> (..., L_q, d_v)
 
@@ -224,7 +207,11 @@ def fused_attention(
     explicit formula for a few queries on the CPU without gradients, :data:`FEW_QUERIES`);
     ``is_causal`` adds the top-left causal mask. A query that sees no key would get NaN
     from the fused kernel: it attends to every key instead (finite values and gradients)
-    and its output is zeroed, the teaching path's result."""
+    and its output is zeroed, the teaching path's result. ``is_causal`` and ``dropout_p`` are
+    checked (plain values: no tensor is read)."""
+    if not torch.compiler.is_compiling():
+        require_bool(is_causal, "is_causal")
+        require_probability(dropout_p, "dropout_p")
     if (q.shape[-2] <= FEW_QUERIES and q.device.type == "cpu" and dropout_p == 0.0
             and not torch.is_grad_enabled()):
         if is_causal:
@@ -326,6 +313,11 @@ class MultiHeadAttention(nn.Module):
         where = "B, L" if b_l is None else f"{b_l[0]}, {b_l[1]}"
         require(x.shape[-1] == self.d_model and (b_l is None or x.shape[:2] == b_l), name,
                 f"shape ({where}, d_model={self.d_model})", f"shape {tuple(x.shape)}")
+        weight = self.in_proj.weight
+        require(x.device == weight.device, name, f"a tensor on {weight.device} (the module's)",
+                x.device)
+        require(x.dtype == weight.dtype or torch.is_autocast_enabled(x.device.type), name,
+                f"dtype {weight.dtype} (the module's; or run under autocast)", x.dtype)
 
     def project_query(self, query: torch.Tensor) -> torch.Tensor:
         """``query (B, L_q, d_model)`` -> head-split ``Q W^Q``, ``(B, h, L_q, d_k)``."""
@@ -358,6 +350,8 @@ class MultiHeadAttention(nn.Module):
         if mask is not None and mask.ndim == 3:
             mask = mask.unsqueeze(1)  # (B, L_q, L_k) -> (B, 1, L_q, L_k)
         if not torch.compiler.is_compiling():
+            require_bool(is_causal, "is_causal")
+            require_bool(need_weights, "need_weights")
             self._check_heads(q, k, v, mask)
         dropout_p = self.dropout if self.training else 0.0
         if need_weights:
@@ -378,8 +372,10 @@ class MultiHeadAttention(nn.Module):
             require(ok and (name != "v" or t.shape[2] == k.shape[2]), name,
                     f"shape (B={q.shape[0]}, h={self.num_heads}, L, d_k={self.d_k}), v's L as k's",
                     f"shape {tuple(t.shape)}")
+            require(t.dtype == q.dtype and t.device == q.device, name,
+                    f"dtype {q.dtype} on {q.device} (as q)", f"{t.dtype} on {t.device}")
         if mask is not None:
-            check_mask(mask, (q.shape[0], self.num_heads, q.shape[2], k.shape[2]))
+            check_mask(mask, (q.shape[0], self.num_heads, q.shape[2], k.shape[2]), q.device)
 
     def forward(
         self,
