@@ -194,3 +194,25 @@ def test_bad_arguments(kwargs: dict[str, str], match: str) -> None:
 def test_multi30k_path_bad_language() -> None:
     with pytest.raises(BookError, match=r"lang: expected one of \['de', 'en', 'fr'\]"):
         multi30k_path("val", "es")
+
+
+@pytest.mark.parametrize("call", [multi30k_path, load_multi30k])
+def test_a_data_dir_that_is_not_a_folder_is_refused_not_skipped(call, multi30k_dir: Path,
+                                                                monkeypatch: pytest.MonkeyPatch,
+                                                                tmp_path: Path) -> None:
+    monkeypatch.setenv("TRANSFORMER_BOOK_DATA", str(multi30k_dir))  # would have been used
+    args = ("val", "de") if call is multi30k_path else ("val",)
+    missing = tmp_path / "multi30K"
+    with pytest.raises(BookError, match=rf"data_dir: expected an existing folder .*received "
+                                        rf"'{missing}', which is not a folder"):
+        call(*args, data_dir=missing)
+    (tmp_path / "file").write_text("")
+    with pytest.raises(BookError, match=r"data_dir: expected an existing folder"):
+        call(*args, data_dir=tmp_path / "file")
+    for bad in (5, ""):
+        with pytest.raises(BookError, match=rf"data_dir: expected a folder path .*received "
+                                            rf"{bad!r}"):
+            call(*args, data_dir=bad)
+    empty = tmp_path / "empty"
+    empty.mkdir()  # a folder without the file: the lookup goes on
+    assert call(*args, data_dir=empty)

@@ -211,3 +211,24 @@ def test_saved_tokenizer_is_readable_as_the_umask_allows(tmp_path: Path) -> None
         os.umask(previous)
     assert (tmp_path / "tokenizer.json").stat().st_mode & 0o777 == 0o644
     assert BPETokenizer.load(tmp_path / "tokenizer.json").vocab_size == tokenizer.vocab_size
+
+
+@pytest.mark.parametrize("call", ["encode", "tokens", "encode_batch", "train"])
+def test_a_lone_surrogate_is_named_with_its_position(tiny: BPETokenizer, call: str) -> None:
+    text = "Ein Mann\ud800 schläft"
+    where = "texts\\[1\\]" if call in ("encode_batch", "train") else "text"
+    with pytest.raises(BookError, match=rf"{where}: expected text that UTF-8 can encode, "
+                                        r"received '\\ud800' at position 8"):
+        if call == "train":
+            BPETokenizer.train(["ok", text], vocab_size=300)
+        elif call == "encode_batch":
+            tiny.encode_batch(["ok", text])
+        else:
+            getattr(tiny, call)(text)
+
+
+def test_tokens_checks_its_arguments(tiny: BPETokenizer) -> None:
+    with pytest.raises(BookError, match=r"text: expected a string, received int"):
+        tiny.tokens(5)  # type: ignore[arg-type]
+    with pytest.raises(BookError, match=r"readable: expected True or False, received 'no'"):
+        tiny.tokens("Ein Mann", readable="no")  # type: ignore[arg-type]

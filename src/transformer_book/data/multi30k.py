@@ -82,6 +82,17 @@ def _check_split_lang(split: str, lang: str, argument: str = "lang") -> None:
     require_one_of(lang, argument, MULTI30K_LANGUAGES)
 
 
+def _check_data_dir(data_dir: str | os.PathLike[str] | None) -> None:
+    """``None`` or an existing folder: a folder named on purpose is never skipped silently."""
+    if data_dir is None:
+        return
+    require(isinstance(data_dir, (str, os.PathLike)) and os.fspath(data_dir) != "", "data_dir",
+            "a folder path (a string or a Path) or None", repr(data_dir))
+    require(Path(data_dir).is_dir(), "data_dir", "an existing folder holding the Multi30k "
+            f"files (or None to use ${ENV_VAR} or the cache)", f"{os.fspath(data_dir)!r}, "
+            "which is not a folder")
+
+
 def _verify(path: Path, expected: str) -> str | None:
     """Return ``None`` if ``path`` hashes to ``expected`` (cached per path+mtime), else its hash."""
     stat = path.stat()
@@ -136,12 +147,14 @@ def multi30k_path(split: str, lang: str, data_dir: str | os.PathLike[str] | None
     :data:`MULTI30K_URL` into the cache. Every file must match :data:`MULTI30K_SHA256`.
 
     Raises:
-        BookError: unknown ``split`` or ``lang``; a file whose SHA-256 does not match
-            (a corrupt cached download is deleted, a file in ``data_dir`` or
+        BookError: unknown ``split`` or ``lang``; a ``data_dir`` that is not a folder (never
+            skipped silently; a folder without the file is); a file whose SHA-256 does not
+            match (a corrupt cached download is deleted, a file in ``data_dir`` or
             ``$TRANSFORMER_BOOK_DATA`` is only refused).
         DatasetUnavailableError: no local copy and the download failed.
     """
     _check_split_lang(split, lang)
+    _check_data_dir(data_dir)
     name = f"{split}.{lang}.gz"
     expected = MULTI30K_SHA256[name]
     env_dir = os.environ.get(ENV_VAR)
@@ -196,6 +209,7 @@ def load_multi30k(
     """
     _check_split_lang(split, src, "src")
     _check_split_lang(split, tgt, "tgt")
+    _check_data_dir(data_dir)
     require(tgt != src, "tgt", f"a language different from src={src!r}", repr(tgt))
     src_lines = _read_lines(multi30k_path(split, src, data_dir))
     tgt_lines = _read_lines(multi30k_path(split, tgt, data_dir))

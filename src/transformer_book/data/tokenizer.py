@@ -21,7 +21,12 @@ import torch
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
 from transformer_book.util.files import atomic_write_text
-from transformer_book.util.validation import fail, require, require_positive_int
+from transformer_book.util.validation import (
+    fail,
+    require,
+    require_bool,
+    require_positive_int,
+)
 
 __all__ = [
     "BOS_ID",
@@ -47,6 +52,23 @@ def _configure(tokenizer: Tokenizer) -> Tokenizer:
     tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tokenizer.decoder = decoders.ByteLevel()
     return tokenizer
+
+
+def _check_text(text: str, argument: str) -> None:
+    """A string that UTF-8 can encode (a lone surrogate such as ``"\\ud800"``, e.g. from a
+    badly decoded file, cannot: byte-level BPE has no bytes for it)."""
+    require(isinstance(text, str), argument, "a string", type(text).__name__)
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as error:
+        raise fail(argument, "text that UTF-8 can encode",
+                   f"{text[error.start:error.end]!r} at position {error.start} "
+                   f"({error.reason})") from None
+
+
+def _check_texts(texts: Sequence[str], argument: str) -> None:
+    for i, text in enumerate(texts):
+        _check_text(text, f"{argument}[{i}]")
 
 
 def _check_specials(tokenizer: Tokenizer, argument: str) -> None:
@@ -91,6 +113,7 @@ class BPETokenizer:
         corpus = [texts] if isinstance(texts, str) else list(texts)
         require(all(isinstance(t, str) for t in corpus), "texts", "strings",
                 sorted({type(t).__name__ for t in corpus}))
+        _check_texts(corpus, "texts")
         require(any(corpus), "texts", "at least one non-empty sentence",
                 f"{len(corpus)} sentences, all empty" if corpus else "an empty corpus")
         require_positive_int(vocab_size, "vocab_size", minimum=MIN_VOCAB_SIZE)
@@ -148,7 +171,7 @@ class BPETokenizer:
     # ------------------------------------------------------------------ encoding
     def encode(self, text: str, add_bos: bool = False, add_eos: bool = False) -> list[int]:
         """Token ids of ``text``, optionally wrapped in ``<bos>`` ... ``<eos>``."""
-        require(isinstance(text, str), "text", "a string", type(text).__name__)
+        _check_text(text, "text")
         ids = self._tokenizer.encode(text, add_special_tokens=False).ids
         return [BOS_ID] * add_bos + ids + [EOS_ID] * add_eos
 
@@ -158,6 +181,7 @@ class BPETokenizer:
         """:meth:`encode` for many sentences at once (in parallel inside ``tokenizers``)."""
         require(not isinstance(texts, str) and all(isinstance(t, str) for t in texts),
                 "texts", "a sequence of strings", type(texts).__name__)
+        _check_texts(texts, "texts")
         encodings = self._tokenizer.encode_batch(list(texts), add_special_tokens=False)
         return [[BOS_ID] * add_bos + e.ids + [EOS_ID] * add_eos for e in encodings]
 
@@ -168,6 +192,8 @@ class BPETokenizer:
         marks a word start, e.g. ``["Ein", " Mann", " schl", "äft"]``); with ``False`` the
         raw vocabulary spelling of byte-level BPE (``"ĠMann"``, bytes as symbols).
         """
+        _check_text(text, "text")
+        require_bool(readable, "readable")
         pieces = self._tokenizer.encode(text, add_special_tokens=False).tokens
         if not readable:
             return pieces
