@@ -359,6 +359,9 @@ def test_blank_stdin_lines_stay_blank_lines(saved, monkeypatch, capsys):
                                                       encoding="utf-8"))
     assert main(["translate", "-", "--checkpoint", str(saved)]) == 2
     assert "stdin: expected UTF-8 text, one sentence per line" in _one_line(capsys)
+    monkeypatch.setattr("sys.stdin", io.StringIO("Ein Hund.\n\n" + "Fahrrad " * 300 + "\n"))
+    assert main(["translate", "-", "--checkpoint", str(saved)]) == 2
+    assert "non-blank sentences[1]: expected at most 256 BPE tokens" in _one_line(capsys)
     assert main(["translate", "Ein Hund.", " ", "--checkpoint", str(saved)]) == 2
     assert "sentences[1]: expected a non-empty sentence, received ' '" in _one_line(capsys)
 

@@ -187,7 +187,8 @@ def _cmd_translate(args: argparse.Namespace) -> int:
     sentences = _read_sentences(args.sentences)
     trained = load_trained(args.checkpoint, device=args.device)
     lines = iter(translate(trained, [s for s in sentences if s], beam_size=args.beam,
-                           alpha=args.alpha, stop=args.stop))
+                           alpha=args.alpha, stop=args.stop,  # indices among the non-blank:
+                           argument="sentences" if all(sentences) else "non-blank sentences"))
     for sentence in sentences:
         print(next(lines) if sentence else "")
     return 0
