@@ -120,3 +120,14 @@ def test_average_ends_at_the_named_checkpoint(run_dir):
     with pytest.raises(BookError, match=r"average: expected at most the 2 checkpoints of "
                                          r".* up to and including step_00000002, received 3"):
         load_trained(run_dir / checkpoint_name(2), average=3)
+
+
+@pytest.mark.parametrize(("device", "match"), [
+    ("tpu", r"device: expected a device of \['cuda', 'mps', 'cpu'\] such as cpu, cuda:1 or "
+            r"mps, received 'tpu'"),
+    ("meta", r"device: expected a device of \['cuda', 'mps', 'cpu'\], received 'meta'"),
+    ("cuda:99", r"device: expected a device this machine has, received 'cuda:99'"),
+])
+def test_load_trained_checks_the_device_first(run_dir, device, match):
+    with pytest.raises(BookError, match=match):
+        load_trained(run_dir, device=device)

@@ -29,7 +29,8 @@ from transformer_book.run.checkpoint import (
 from transformer_book.run.config import RunConfig
 from transformer_book.run.leftovers import tidy
 from transformer_book.run.manifest import read_step
-from transformer_book.util.validation import require, require_positive_int
+from transformer_book.util.env import DEVICE_ORDER
+from transformer_book.util.validation import fail, require, require_positive_int
 
 __all__ = ["TrainedModel", "load_trained", "resolve_checkpoint"]
 
@@ -80,6 +81,25 @@ def _configs(metadata: dict[str, Any], directory: Path) -> tuple[TransformerConf
             RunConfig.from_dict(config["run"], source=f"{directory}/{METADATA} [run]"))
 
 
+def _device(device: torch.device | str | None) -> torch.device:
+    """Where to put the model, checked before anything is loaded."""
+    if device is None:
+        return torch.device("cpu")
+    try:
+        wanted = torch.device(device)
+    except (RuntimeError, TypeError, ValueError):
+        raise fail("device", f"a device of {list(DEVICE_ORDER)} such as cpu, cuda:1 or mps",
+                   repr(device)) from None
+    require(wanted.type in DEVICE_ORDER, "device", f"a device of {list(DEVICE_ORDER)}",
+            repr(device))
+    available = wanted.type == "cpu" or (
+        wanted.type == "cuda" and torch.cuda.is_available()
+        and (wanted.index or 0) < torch.cuda.device_count()) or (
+        wanted.type == "mps" and torch.backends.mps.is_available())
+    require(available, "device", "a device this machine has", repr(device))
+    return wanted
+
+
 def _to_average(directory: Path, step: int, average: int) -> list[Path]:
     """The ``average`` checkpoints of ``directory``'s run that end with it (by step)."""
     run_dir = directory.parent
@@ -100,7 +120,8 @@ def load_trained(
 
     Args:
         checkpoint: a checkpoint folder, or a run folder (its newest checkpoint is used).
-        device: where to put the model (default CPU).
+        device: where to put the model (default CPU): cpu, cuda, cuda:N or mps, one this
+            machine has (checked first).
         average: if given, load the element-wise mean of ``average`` checkpoints of the run
             (Section 6.1): the last ``average`` up to and including the one ``checkpoint``
             names (the newest for a run folder); they must all come from the same config.
@@ -109,6 +130,7 @@ def load_trained(
         BookError: corrupted files (sha256), a folder that is no checkpoint, checkpoints
             of different configs, or fewer than ``average`` checkpoints.
     """
+    target = _device(device)
     directory = resolve_checkpoint(checkpoint)
     metadata = load_checkpoint(directory)  # verifies every file's sha256
     model_config, run_config = _configs(metadata, directory)
@@ -130,5 +152,5 @@ def load_trained(
                     f"checkpoints of one model config (as {directory})",
                     f"{other} has a different config")
         model.load_state_dict(average_checkpoints(used))
-    model.to(torch.device(device or "cpu")).eval()
+    model.to(target).eval()
     return TrainedModel(model, tokenizer, model_config, run_config, int(metadata["step"]), used)
