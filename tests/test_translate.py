@@ -165,6 +165,9 @@ def test_translate_uses_the_run_config_and_refuses_empty_sentences(run_dir):
         translate(trained, ["ein Mann", "  "])
     with pytest.raises(BookError, match=r"sentences\[0\]: expected at most 40 BPE tokens"):
         translate(trained, ["ein Mann fährt Fahrrad " * 20])
+    with pytest.raises(BookError, match=r"sentences\[1\]: expected text that UTF-8 can encode, "
+                                        r"received '\\ud800' at position 4"):
+        translate(trained, ["ein Mann", "ein \ud800 Hund"])
     vocab = trained.model_config.vocab_size
     with pytest.raises(BookError, match=rf"beam_size: expected an integer >= 1 and <= {vocab}"):
         translate(trained, TEXTS[:1], beam_size=vocab + 1)

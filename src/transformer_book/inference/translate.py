@@ -48,7 +48,8 @@ def encode_sources(
     tokenizer: BPETokenizer, sentences: Sequence[str], max_positions: int,
     argument: str = "sentences",
 ) -> list[list[int]]:
-    """BPE ids of each sentence; empty or too-long sentences raise a ``BookError``.
+    """BPE ids of each sentence; empty, unencodable (a lone surrogate) or too-long sentences
+    raise a ``BookError`` naming the sentence.
 
     A source longer than ``max_positions`` tokens has no positional encoding to add
     (Section 3.5), so it is refused rather than silently truncated.
@@ -58,6 +59,11 @@ def encode_sources(
     for i, text in enumerate(sentences):
         require(isinstance(text, str) and text.strip() != "", f"{argument}[{i}]",
                 "a non-empty sentence", repr(text))
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError as error:  # a lone surrogate: no tokenizer can read it
+            raise fail(f"{argument}[{i}]", "text that UTF-8 can encode",
+                       f"{text[error.start:error.end]!r} at position {error.start}") from None
     ids = tokenizer.encode_batch(list(sentences))
     for i, row in enumerate(ids):
         if len(row) > max_positions:
