@@ -145,7 +145,9 @@ def tidy(parent: str | Path) -> list[Path]:
             try:
                 os.replace(source.checkpoint, destination)
             except OSError as error:
-                _say(f"{destination}: could not recover it from {source.path.name} ({error})")
+                if not destination.exists():  # else another process recovered it just now
+                    _say(f"{destination}: could not recover it from {source.path.name} "
+                         f"({error})")
             else:
                 recovered.append(destination)
                 what = "the new copy" if source.kind == "tmp" else "the previous copy"
