@@ -1,26 +1,43 @@
-"""The course's GPU run in one command: train, choose on validation, score on test.
+"""The course's GPU run in one command: check, measure, train, choose on validation, score on test.
 
-Usage, from the repository root, on a machine with a CUDA GPU::
+Usage, from the repository root, on any machine with a CUDA GPU (the package's dependencies
+installed, Multi30k in ``$TRANSFORMER_BOOK_DATA`` or downloadable)::
 
-    python scripts/gpu_run.py [--minutes 5] [--configs configs/gpu-*.toml] [--device cuda]
-                              [--results results] [--runs runs] [--bundle DIR]
+    python scripts/gpu_run.py [--minutes 7] [--cuda-tests] [--mfu] [--configs configs/gpu-*.toml]
+                              [--device cuda] [--results results] [--runs runs] [--bundle DIR]
 
-1. Trains every config side by side on the one GPU, one process each, each for at most
-   ``--minutes`` (models this size leave a modern GPU mostly idle, so they share it well).
-2. Scores every run on the validation split as Section 6.1 does: beam 4, α = 0.6, the
-   average of its last 5 checkpoints.
-3. Scores only the best of them on test_2016_flickr, the same way. Choosing on validation
-   and measuring once on test keeps the test score honest.
+1. ``--cuda-tests``: ``pytest -m cuda tests/test_cuda.py`` (mixed precision against fp32,
+   fast attention against the teaching path, cached decoding, checkpoints and
+   ``torch.compile`` on the GPU). A failure is reported and the run goes on (exit status 1).
+2. ``--mfu``: ``benchmarks/mfu.py``, the base model's tokens/s and MFU, eager and compiled
+   (its record, ``mfu-*.json``, goes to ``--results``; ``--mfu-args`` passes it options).
+3. Trains the configs **one after another**, each with the GPU to itself: side by side they
+   would contend for it, which confounds the choice on val and deflates every tokens/s
+   figure. Each run is scored on the validation split as Section 6.1 does (beam 4,
+   α = 0.6, the average of its last 5 checkpoints) as soon as it has trained.
+4. Scores only the best of them on val once on test_2016_flickr, the same way. Choosing on
+   validation and measuring once on test keeps the test score honest.
+
+``--minutes`` is the whole pipeline's wall time (default 7: start-up, the CUDA tests and the
+MFU benchmark when asked, training and every evaluation fit in about 7 minutes on an
+H100/H200-class GPU). The training time is what is left after the steps before it, less a
+reserve for each run's start-up and evaluations (first guessed, then the longest observed),
+split evenly among the configs still to train; a config the budget cannot fit is reported
+and skipped, and the test evaluation of the chosen run always happens.
 
 Every step runs the ``transformer-book`` command line, so each training run and each
 evaluation writes its own JSON record into ``--results``, exactly as a user's run does;
 chapter 11's quality ladder reads them from there. ``--bundle DIR`` also writes
-``summary.json`` (the runs, the choice, the test score) and ``gpu_run.tar.gz`` (the records
-and the training logs) into DIR, for a machine whose files come back through one folder
-(the course's device tool: ``--bundle "$OUT"``; CONTRIBUTING.md gives the whole call).
+``summary.json`` (the budget, the runs, the choice, the test score, the checks) and
+``gpu_run.tar.gz`` (the records under ``results/``, the logs under ``logs/``) into DIR, to
+carry the results of a remote GPU machine home: there, ``python scripts/gpu_run.py --cuda-tests
+--mfu --bundle gpu_results/``; back in the checkout, ``tar xzf gpu_results/gpu_run.tar.gz
+results`` (CONTRIBUTING.md, "The GPU run"). A copy of the working tree without ``.git``
+records the commit given in ``$TRANSFORMER_BOOK_COMMIT``.
 
-The target is sacreBLEU >= 40 on test_2016_flickr de -> en. ``--device cpu --max-steps 2
---limit 20 --configs configs/tiny.toml`` runs the same pipeline in seconds, to check it.
+The target is sacreBLEU >= 42 on test_2016_flickr de -> en (40 is the floor). ``--device cpu
+--max-steps 2 --limit 20 --configs configs/tiny.toml`` runs the same pipeline on a CPU in
+seconds, to check it.
 """
 
 from __future__ import annotations
@@ -28,38 +45,72 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import subprocess
 import sys
 import tarfile
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 # As paths from the current folder, which the children share: relative from the repository root.
 CONFIGS = [os.path.relpath(p) for p in sorted((ROOT / "configs").glob("gpu-*.toml"))]
-TARGET_BLEU = 40.0
-SLACK_SECONDS = 240  # beyond the training budget: start-up, the last evaluation, an evaluate run
+TARGET_BLEU, FLOOR_BLEU = 42.0, 40.0
+# First guesses of the time beyond training, on an H100/H200-class GPU; then the longest seen.
+STARTUP_SECONDS = 20.0  # a train run beyond --max-minutes: imports, CUDA, last eval, checkpoint
+EVALUATE_SECONDS = 25.0  # an evaluate run: 5 checkpoints averaged, beam 4 over 1,014 sentences
+MIN_TRAIN_SECONDS = 20.0  # less than this is not worth a run
+CHECK_SECONDS = 600.0  # the CUDA tests or the MFU benchmark are killed after this
+
+
+@dataclass
+class Budget:
+    """The pipeline's deadline and the estimates of what is not training."""
+
+    deadline: float
+    startup: list[float] = field(default_factory=list)
+    evaluate: list[float] = field(default_factory=list)
+
+    @classmethod
+    def of(cls, minutes: float) -> Budget:
+        return cls(time.perf_counter() + 60.0 * minutes)
+
+    def left(self) -> float:
+        return self.deadline - time.perf_counter()
+
+    def startup_seconds(self) -> float:
+        return max(self.startup, default=STARTUP_SECONDS)
+
+    def evaluate_seconds(self) -> float:
+        return max(self.evaluate, default=EVALUATE_SECONDS)
+
+    def train_seconds(self, configs_left: int) -> float:
+        """This run's share: what is left, less the start-up and val evaluation of every
+        run still to go and the one test evaluation, over the runs still to go."""
+        reserve = configs_left * (self.startup_seconds() + self.evaluate_seconds())
+        return (self.left() - reserve - self.evaluate_seconds()) / configs_left
 
 
 def _cli(*args: str) -> list[str]:
     return [sys.executable, "-m", "transformer_book.cli", *args]
 
 
-def _environment(threads: int) -> dict[str, str]:
-    """The children import the package from ``src`` (installed or not) and share the CPUs."""
+def _environment() -> dict[str, str]:
+    """The children import the package from ``src`` (installed or not); one child at a
+    time, each with every CPU."""
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT / "src"), env.get("PYTHONPATH")]))
-    env["OMP_NUM_THREADS"] = env["MKL_NUM_THREADS"] = str(threads)
     env["PYTHONUNBUFFERED"] = "1"
     return env
 
 
 def _record(output: str) -> dict:
-    """The JSON record named by the ``record: PATH`` line that ``train`` and ``evaluate``
-    print, with its ``path``."""
+    """The JSON record named by the ``record: PATH`` line that ``train``, ``evaluate`` and
+    the MFU benchmark print, with its ``path``."""
     lines = [line for line in output.splitlines() if line.startswith("record: ")]
     if not lines:
-        raise RuntimeError(f"no 'record:' line in the output:\n{output}")
+        raise RuntimeError(f"no 'record:' line in the output:\n{output[-2000:]}")
     path = lines[-1].removeprefix("record: ").strip()
     return {**json.loads(Path(path).read_text()), "path": path}
 
@@ -71,88 +122,166 @@ def _start(command: list[str], log: Path, env: dict[str, str]) -> subprocess.Pop
         return subprocess.Popen(command, stdout=handle, stderr=subprocess.STDOUT, env=env)
 
 
-def _finish(process: subprocess.Popen, log: Path, timeout: float) -> dict:
-    """Wait for ``process`` (killed after ``timeout`` seconds); its record, or a
-    ``RuntimeError`` that says what went wrong and where the log is."""
+def _wait(process: subprocess.Popen, log: Path, timeout: float) -> int:
+    """``process``'s exit status; killed after ``timeout`` seconds (a ``RuntimeError``)."""
     try:
-        code = process.wait(timeout=timeout)
+        return process.wait(timeout=timeout)
     except subprocess.TimeoutExpired:
         process.kill()
         process.wait()
         raise RuntimeError(f"still running after {timeout:.0f} s, killed; see {log}") from None
+
+
+def _finish(process: subprocess.Popen, log: Path, timeout: float) -> dict:
+    """Wait for ``process`` (killed after ``timeout`` seconds); its record, or a
+    ``RuntimeError`` that says what went wrong and where the log is."""
+    code = _wait(process, log, timeout)
     if code != 0:
         raise RuntimeError(f"exited with {code}; see {log}")
     return _record(log.read_text())
 
 
-def train_all(args: argparse.Namespace, env: dict[str, str]) -> dict[str, dict]:
-    """One ``transformer-book train`` per config, side by side; ``{name: run}``."""
-    started = {}
-    for config in args.configs:
-        name = Path(config).stem
-        out, log = args.runs / name, args.runs / f"{name}.log"
-        command = _cli("train", "--config", config, "--out", str(out), "--results",
-                       str(args.results), "--max-minutes", str(args.minutes), "--device",
-                       args.device, "--no-resume", "--quiet")
-        if args.max_steps is not None:
-            command += ["--max-steps", str(args.max_steps)]
-        print(f"train {name}: {' '.join(command[2:])}", flush=True)
-        started[name] = ({"config": config, "out": str(out), "log": str(log)},
-                         _start(command, log, env))
-    runs = {}
-    for name, (run, process) in started.items():
-        try:
-            record = _finish(process, Path(run["log"]), args.minutes * 60 + SLACK_SECONDS)
-            run.update(train_record=record["path"], steps=record["steps"],
-                       train_minutes=record["train_seconds"] / 60)  # the whole run
-            print(f"train {name}: {run['steps']} steps in {run['train_minutes']:.1f} min",
+def cuda_tests(args: argparse.Namespace, env: dict[str, str]) -> dict:
+    """``pytest -m cuda tests/test_cuda.py``: passed or not, its last line, its log."""
+    log = args.runs / "cuda-tests.log"
+    command = [sys.executable, "-m", "pytest", "-m", "cuda", "-q", "-rs",
+               str(ROOT / "tests" / "test_cuda.py")]
+    print(f"cuda tests: {' '.join(command[1:])}", flush=True)
+    started = time.perf_counter()
+    try:
+        code = _wait(_start(command, log, env), log, CHECK_SECONDS)
+        lines = log.read_text().strip().splitlines()
+        note = lines[-1] if lines else ""
+    except RuntimeError as error:
+        code, note = None, str(error)
+    result = {"passed": code == 0, "exit_code": code, "summary": note, "log": str(log),
+              "seconds": time.perf_counter() - started}
+    print(f"cuda tests: {'passed' if result['passed'] else 'FAILED'} ({note})", flush=True)
+    return result
+
+
+def mfu_benchmark(args: argparse.Namespace, env: dict[str, str]) -> dict:
+    """``benchmarks/mfu.py`` on ``--device``: its record's path and figures, and an
+    ``error`` if it failed (a mode that failed still leaves the record of the others)."""
+    log = args.runs / "mfu.log"
+    command = [sys.executable, str(ROOT / "benchmarks" / "mfu.py"), "--device", args.device,
+               "--results", str(args.results), *shlex.split(args.mfu_args)]
+    print(f"mfu: {' '.join(command[1:])}", flush=True)
+    started = time.perf_counter()
+    result: dict = {"log": str(log)}
+    try:
+        code = _wait(_start(command, log, env), log, CHECK_SECONDS)
+        if code != 0:
+            result["error"] = f"exited with {code}; see {log}"
+        record = _record(log.read_text())
+    except RuntimeError as error:  # killed, or no record written
+        result.setdefault("error", str(error))
+        record = None
+    if record is not None:
+        result["record"] = record["path"]
+        result["modes"] = {mode: {k: row.get(k) for k in (
+            "tokens_per_second", "seconds_per_step", "flops_per_second", "mfu", "error")}
+            for mode, row in record["modes"].items()}
+        for mode, row in result["modes"].items():
+            shown = "n/a" if row["mfu"] is None else f"{100 * row['mfu']:.1f} %"
+            print(f"mfu {mode}: " + (f"failed: {row['error']}" if row["error"] else
+                                     f"{row['tokens_per_second']:,.0f} tokens/s, MFU {shown}"),
                   flush=True)
-        except RuntimeError as error:
-            run["error"] = f"training {error}"
-            print(f"train {name}: {error}", flush=True)
-        runs[name] = run
+    if "error" in result:
+        print(f"mfu: {result['error']}", flush=True)
+    return {**result, "seconds": time.perf_counter() - started}
+
+
+def train_one(config: str, seconds: float, args: argparse.Namespace, env: dict[str, str],
+              budget: Budget) -> dict:
+    """One ``transformer-book train`` for at most ``seconds`` (the GPU to itself)."""
+    name = Path(config).stem
+    out, log = args.runs / name, args.runs / f"{name}.log"
+    run = {"config": config, "out": str(out), "log": str(log), "budget_minutes": seconds / 60}
+    command = _cli("train", "--config", config, "--out", str(out), "--results",
+                   str(args.results), "--max-minutes", f"{seconds / 60:.4f}", "--device",
+                   args.device, "--no-resume", "--quiet")
+    if args.max_steps is not None:
+        command += ["--max-steps", str(args.max_steps)]
+    print(f"train {name} ({seconds / 60:.2f} min): {' '.join(command[2:])}", flush=True)
+    started = time.perf_counter()
+    try:
+        record = _finish(_start(command, log, env), log,
+                         seconds + 3 * budget.startup_seconds() + 120)
+    except RuntimeError as error:
+        print(f"train {name}: {error}", flush=True)
+        return {**run, "error": f"training {error}"}
+    wall = time.perf_counter() - started
+    if wall > seconds:  # ran to its budget: the rest was start-up and the last evaluation
+        budget.startup.append(wall - seconds)
+    print(f"train {name}: {record['steps']} steps in {record['train_seconds'] / 60:.1f} min",
+          flush=True)
+    return {**run, "train_record": record["path"], "steps": record["steps"],
+            "train_minutes": record["train_seconds"] / 60}  # the whole run
+
+
+def evaluate_one(name: str, run: dict, split: str, args: argparse.Namespace,
+                 env: dict[str, str], budget: Budget) -> dict | None:
+    """``transformer-book evaluate`` of one run with Section 6.1's protocol (beam 4, α = 0.6,
+    the average of its last ``--average`` checkpoints); its record, or ``None`` (the failure
+    is noted in ``run`` as ``error``)."""
+    average = min(args.average, len(list(Path(run["out"]).glob("step_*"))))
+    command = _cli("evaluate", "--checkpoint", run["out"], "--split", split, "--beam", "4",
+                   "--alpha", "0.6", "--average", str(average), "--results",
+                   str(args.results), "--device", args.device)
+    if args.limit is not None:
+        command += ["--limit", str(args.limit)]
+    log = args.runs / f"{name}-{split}.log"
+    started = time.perf_counter()
+    try:
+        record = _finish(_start(command, log, env), log, max(300.0,
+                                                             4 * budget.evaluate_seconds()))
+    except RuntimeError as error:
+        run["error"] = f"evaluate on {split} {error}"
+        print(f"evaluate {name} on {split}: {error}", flush=True)
+        return None
+    budget.evaluate.append(time.perf_counter() - started)
+    return record
+
+
+def train_and_validate(args: argparse.Namespace, env: dict[str, str],
+                       budget: Budget) -> dict[str, dict]:
+    """Every config in turn: its share of the time left, trained, scored on val."""
+    runs = {}
+    for i, config in enumerate(args.configs):
+        name = Path(config).stem
+        seconds = budget.train_seconds(len(args.configs) - i)
+        if seconds < MIN_TRAIN_SECONDS:
+            runs[name] = {"config": config, "error": f"not trained: {seconds:.0f} s of the "
+                          f"--minutes budget left for it (at least {MIN_TRAIN_SECONDS:.0f})"}
+            print(f"train {name}: {runs[name]['error']}", flush=True)
+            continue
+        runs[name] = run = train_one(config, seconds, args, env, budget)
+        if "error" in run:
+            continue
+        val = evaluate_one(name, run, "val", args, env, budget)
+        if val is not None:
+            run.update(val_bleu=val["bleu"], val_record=val["path"])
+            print(f"val {name}: BLEU {val['bleu']:.2f}, average of {val['averaged']} "
+                  "checkpoints", flush=True)
     return runs
 
 
-def evaluate_all(runs: dict[str, dict], split: str, args: argparse.Namespace,
-                 env: dict[str, str]) -> dict[str, dict]:
-    """``transformer-book evaluate`` of each run, side by side, with Section 6.1's protocol
-    (beam 4, α = 0.6, the average of the last ``--average`` checkpoints); ``{name: record}``
-    of those that succeeded (a failure is noted in its run as ``error``)."""
-    started = {}
-    for name, run in runs.items():
-        average = min(args.average, len(list(Path(run["out"]).glob("step_*"))))
-        command = _cli("evaluate", "--checkpoint", run["out"], "--split", split, "--beam", "4",
-                       "--alpha", "0.6", "--average", str(average), "--results",
-                       str(args.results), "--device", args.device)
-        if args.limit is not None:
-            command += ["--limit", str(args.limit)]
-        log = args.runs / f"{name}-{split}.log"
-        started[name] = (log, _start(command, log, env))
-    records = {}
-    for name, (log, process) in started.items():
-        try:
-            records[name] = _finish(process, log, SLACK_SECONDS)
-        except RuntimeError as error:
-            runs[name]["error"] = f"evaluate on {split} {error}"
-            print(f"evaluate {name} on {split}: {error}", flush=True)
-    return records
-
-
 def _summary(runs: dict[str, dict], chosen: str | None, test: dict | None) -> dict:
-    keep = ("config", "out", "log", "train_record", "steps", "train_minutes",
-            "val_bleu", "val_record", "error")
+    keep = ("config", "out", "log", "budget_minutes", "train_record", "steps",
+            "train_minutes", "val_bleu", "val_record", "error")
     summary = {
         "target_bleu": TARGET_BLEU,
+        "floor_bleu": FLOOR_BLEU,
         "runs": {name: {k: run[k] for k in keep if k in run} for name, run in runs.items()},
         "chosen_on_val": chosen,
         "test": None,
         "target_met": False,
     }
     if test is not None:
-        summary["test"] = {k: test[k] for k in ("bleu", "signature", "bleu_lowercase_intl",
-                                                "lowercase_intl_signature", "brevity_penalty",
-                                                "averaged", "step", "limit", "hardware", "path")}
+        summary["test"] = {k: test.get(k) for k in (
+            "bleu", "signature", "bleu_lowercase_intl", "lowercase_intl_signature",
+            "brevity_penalty", "averaged", "step", "limit", "hardware", "path")}
         summary["target_met"] = test["limit"] is None and test["bleu"] >= TARGET_BLEU
     return summary
 
@@ -167,10 +296,14 @@ def _bundle(folder: Path, summary: dict, records: list[str], logs: list[Path]) -
             tar.add(log, arcname=f"logs/{log.name}")
 
 
-def main(argv: list[str] | None = None) -> int:
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--configs", nargs="+", default=CONFIGS, help="run configs to train")
-    parser.add_argument("--minutes", type=float, default=5.0, help="training budget per run")
+    parser.add_argument("--minutes", type=float, default=7.0,
+                        help="the whole pipeline's wall-time budget (default 7)")
+    parser.add_argument("--cuda-tests", action="store_true", help="run tests/test_cuda.py first")
+    parser.add_argument("--mfu", action="store_true", help="run benchmarks/mfu.py first")
+    parser.add_argument("--mfu-args", default="", help="options for benchmarks/mfu.py")
     parser.add_argument("--max-steps", type=int, default=None, help="override max_steps")
     parser.add_argument("--device", default="cuda", help="cuda (default), cpu, ...")
     parser.add_argument("--average", type=int, default=5, help="checkpoints to average")
@@ -182,40 +315,57 @@ def main(argv: list[str] | None = None) -> int:
     names = [Path(config).stem for config in args.configs]
     if len(set(names)) != len(names):
         parser.error(f"--configs: expected configs with distinct names, received {names}")
+    if not args.minutes > 0:
+        parser.error(f"--minutes: expected a positive number, received {args.minutes}")
     if args.device.startswith("cuda"):
         import torch
 
         if not torch.cuda.is_available():
             parser.error("--device cuda: no CUDA GPU is visible (use --device cpu to check "
                          "the pipeline)")
+    return args
+
+
+def _write_bundle(args: argparse.Namespace, summary: dict, runs: dict[str, dict],
+                  test: dict | None) -> None:
+    records = [run[key] for run in runs.values()
+               for key in ("train_record", "val_record") if key in run]
+    records += [test["path"]] if test else []
+    records += [summary["mfu"]["record"]] if summary.get("mfu", {}).get("record") else []
+    logs = [args.runs / f"{name}{suffix}.log" for name in runs
+            for suffix in ("", "-val", "-test_2016_flickr")]
+    logs += [args.runs / "cuda-tests.log", args.runs / "mfu.log"]
+    _bundle(args.bundle, summary, records, [log for log in logs if log.exists()])
+    print(f"bundle: {args.bundle / 'summary.json'}, {args.bundle / 'gpu_run.tar.gz'}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    budget, env = Budget.of(args.minutes), _environment()
     started = time.perf_counter()
-    env = _environment(max(1, (os.cpu_count() or 1) // len(args.configs)))
-    runs = train_all(args, env)
-    trained = {name: run for name, run in runs.items() if "error" not in run}
-    for name, val in evaluate_all(trained, "val", args, env).items():
-        runs[name].update(val_bleu=val["bleu"], val_record=val["path"])
-        print(f"val {name}: BLEU {val['bleu']:.2f}, average of {val['averaged']} checkpoints",
-              flush=True)
+    checks = {}
+    if args.cuda_tests:
+        checks["cuda_tests"] = cuda_tests(args, env)
+    if args.mfu:
+        checks["mfu"] = mfu_benchmark(args, env)
+    runs = train_and_validate(args, env, budget)
     scored = {name: run for name, run in runs.items() if "val_bleu" in run}
     chosen = max(scored, key=lambda name: scored[name]["val_bleu"]) if scored else None
     test = None
     if chosen is not None:
-        test = evaluate_all({chosen: scored[chosen]}, "test_2016_flickr", args, env).get(chosen)
-    summary = _summary(runs, chosen, test)
-    summary["wall_minutes"] = (time.perf_counter() - started) / 60
+        test = evaluate_one(chosen, runs[chosen], "test_2016_flickr", args, env, budget)
+    summary = {**_summary(runs, chosen, test), **checks, "budget_minutes": args.minutes,
+               "wall_minutes": (time.perf_counter() - started) / 60}
     if test is not None:
         print(f"test_2016_flickr, {chosen} (best on val): BLEU {test['bleu']:.2f} "
               f"({test['signature']}); target {TARGET_BLEU:.0f}: "
               f"{'met' if summary['target_met'] else 'not met'}", flush=True)
+    print(f"wall time {summary['wall_minutes']:.1f} min of {args.minutes:g}", flush=True)
     if args.bundle is not None:
-        records = [run[key] for run in runs.values()
-                   for key in ("train_record", "val_record") if key in run]
-        logs = [args.runs / f"{name}{suffix}.log" for name in runs
-                for suffix in ("", "-val", "-test_2016_flickr")]
-        _bundle(args.bundle, summary, records + ([test["path"]] if test else []),
-                [log for log in logs if log.exists()])
-        print(f"bundle: {args.bundle / 'summary.json'}, {args.bundle / 'gpu_run.tar.gz'}")
-    return 0 if test is not None else 1
+        _write_bundle(args, summary, runs, test)
+    failed_checks = (not checks.get("cuda_tests", {"passed": True})["passed"]
+                     or "error" in checks.get("mfu", {}))
+    return 0 if test is not None and not failed_checks else 1
 
 
 if __name__ == "__main__":

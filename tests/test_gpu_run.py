@@ -1,5 +1,6 @@
 """scripts/gpu_run.py, the GPU run in one command, checked end to end on the CPU with tiny
-configs: train side by side, choose on validation, score once on test, bundle the records."""
+configs: train one config after another (never two children at once), choose on
+validation, score once on test, keep to the --minutes budget, bundle the records."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 def _script():
     spec = importlib.util.spec_from_file_location("gpu_run", REPO_ROOT / "scripts" / "gpu_run.py")
     module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses look their module up
     spec.loader.exec_module(module)
     return module
 
@@ -28,6 +30,23 @@ def _script():
 @pytest.fixture(scope="module")
 def gpu_run():
     return _script()
+
+
+@pytest.fixture
+def one_at_a_time(gpu_run, monkeypatch):
+    """Every child the script starts; starting one while another still runs fails."""
+    started = []
+    original = gpu_run._start
+
+    def start(command, log, env):
+        running = [c for c, p in started if p.poll() is None]
+        assert not running, f"{command[2:4]} started while {running[0][2:4]} still runs"
+        process = original(command, log, env)
+        started.append((command, process))
+        return process
+
+    monkeypatch.setattr(gpu_run, "_start", start)
+    return started
 
 
 def _config(folder: Path, name: str, data_dir: Path, extra: str = "") -> str:
@@ -38,7 +57,7 @@ def _config(folder: Path, name: str, data_dir: Path, extra: str = "") -> str:
 
 @pytest.mark.slow
 def test_trains_chooses_on_val_and_scores_the_choice_on_test(gpu_run, multi30k_dir, tmp_path,
-                                                             capsys):
+                                                             capsys, one_at_a_time):
     configs = [_config(tmp_path, "tiny-a", multi30k_dir, "seed = 1\n"),
                _config(tmp_path, "tiny-b", multi30k_dir, "seed = 2\n")]
     code = gpu_run.main(["--configs", *configs, "--device", "cpu", "--max-steps", "20",
@@ -48,6 +67,13 @@ def test_trains_chooses_on_val_and_scores_the_choice_on_test(gpu_run, multi30k_d
     summary = json.loads((tmp_path / "out" / "summary.json").read_text())
     runs = summary["runs"]
     assert set(runs) == {"tiny-a", "tiny-b"}
+    # one after another: train a, val a, train b, val b, test of the chosen one
+    kinds = [(c[3], c[5]) for c, _ in one_at_a_time]
+    assert kinds == [("train", configs[0]), ("evaluate", str(tmp_path / "runs" / "tiny-a")),
+                     ("train", configs[1]), ("evaluate", str(tmp_path / "runs" / "tiny-b")),
+                     ("evaluate", str(tmp_path / "runs" / summary["chosen_on_val"]))]
+    assert summary["budget_minutes"] == 7.0 and summary["wall_minutes"] < 7.0
+    assert 0 < runs["tiny-a"]["budget_minutes"] < 7.0 / 2, "its share of the whole budget"
     assert all(run["steps"] == 20 and "error" not in run for run in runs.values())
     chosen = summary["chosen_on_val"]
     assert runs[chosen]["val_bleu"] == max(run["val_bleu"] for run in runs.values())
@@ -120,3 +146,62 @@ def test_a_copied_tree_records_the_commit_it_was_given(tmp_path, monkeypatch):
     assert git_commit(tmp_path) == {"commit": "abc123", "dirty": None}
     monkeypatch.delenv(COMMIT_ENV)
     assert git_commit(tmp_path) == {"commit": "unknown", "dirty": None}
+
+
+def test_the_training_time_is_what_is_left_split_among_the_configs_to_go(gpu_run):
+    budget = gpu_run.Budget.of(7.0)
+    startup, evaluate = gpu_run.STARTUP_SECONDS, gpu_run.EVALUATE_SECONDS
+    expected = (420 - 3 * (startup + evaluate) - evaluate) / 3
+    assert budget.train_seconds(3) == pytest.approx(expected, abs=1.0)
+    budget.startup.append(50.0)  # what was seen replaces the guess
+    budget.evaluate += [10.0, 30.0]  # the longest counts
+    assert budget.train_seconds(2) == pytest.approx((420 - 2 * 80 - 30) / 2, abs=1.0)
+
+
+def test_a_budget_too_small_for_a_config_skips_it_and_says_so(gpu_run, tmp_path, capsys,
+                                                             one_at_a_time):
+    code = gpu_run.main(["--configs", "configs/tiny.toml", "configs/small.toml", "--device",
+                         "cpu", "--minutes", "0.5", "--results", str(tmp_path / "results"),
+                         "--runs", str(tmp_path / "runs"), "--bundle", str(tmp_path / "out")])
+    assert code == 1, "nothing trained: no test score"
+    assert one_at_a_time == [], "no child started"
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    for run in summary["runs"].values():
+        assert run["error"].startswith("not trained: ") and "--minutes budget" in run["error"]
+    assert summary["chosen_on_val"] is None and summary["test"] is None
+    assert "train tiny: not trained" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["--minutes", "0"], "--minutes: expected a positive number, received 0.0"),
+    (["--minutes", "nan"], "--minutes: expected a positive number, received nan"),
+])
+def test_bad_arguments_are_refused_before_any_work(gpu_run, argv, message, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        gpu_run.main([*argv, "--device", "cpu"])
+    assert exit_info.value.code == 2
+    assert message in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_cuda_tests_and_mfu_run_first_and_are_bundled(gpu_run, multi30k_dir, tmp_path,
+                                                      one_at_a_time):
+    config = _config(tmp_path, "tiny-c", multi30k_dir)
+    code = gpu_run.main(["--configs", config, "--device", "cpu", "--max-steps", "4",
+                         "--limit", "4", "--cuda-tests", "--mfu", "--mfu-args",
+                         "--config configs/tiny.toml --steps 1 --tokens 64 --warmup 0 "
+                         "--modes eager", "--results", str(tmp_path / "results"),
+                         "--runs", str(tmp_path / "runs"), "--bundle", str(tmp_path / "out")])
+    assert code == 0
+    first = [c[1:5] for c, _ in one_at_a_time[:2]]
+    assert first[0][:3] == ["-m", "pytest", "-m"] and first[1][0].endswith("mfu.py")
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert summary["cuda_tests"]["passed"] is True  # skipped on a CPU: nothing failed
+    assert "skipped" in summary["cuda_tests"]["summary"]
+    mfu = json.loads(Path(summary["mfu"]["record"]).read_text())
+    assert mfu["kind"] == "mfu" and mfu["config"] == "tiny" and "error" not in summary["mfu"]
+    assert summary["mfu"]["modes"]["eager"]["tokens_per_second"] > 0
+    with tarfile.open(tmp_path / "out" / "gpu_run.tar.gz") as tar:
+        names = tar.getnames()
+    assert f"results/{Path(summary['mfu']['record']).name}" in names
+    assert {"logs/cuda-tests.log", "logs/mfu.log"} <= set(names)
