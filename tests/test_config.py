@@ -6,8 +6,10 @@ import json
 from pathlib import Path
 
 import pytest
+import torch
 
 from transformer_book.nn.config import PRESETS, TransformerConfig
+from transformer_book.run.checkpoint import save_checkpoint
 from transformer_book.run.config import RunConfig, load_run_config
 from transformer_book.util.validation import BookError
 
@@ -279,9 +281,8 @@ def test_cli_train_refuses_a_bad_config_before_reading_data(tmp_path, monkeypatc
 
 def _fake_run(folder, run):
     """A run folder as training leaves it: a tokenizer, its info and one checkpoint."""
-    (folder / "step_10").mkdir(parents=True)
-    meta = {"step": 10, "config": {"model": {}, "run": run.to_dict()}}
-    (folder / "step_10" / "checkpoint.json").write_text(json.dumps(meta))
+    save_checkpoint(folder / "step_10", torch.nn.Linear(2, 2),
+                    config={"model": {}, "run": run.to_dict()}, step=10)
     (folder / "tokenizer.json").write_text("the run's tokenizer")
     info = {"src": "de", "tgt": "en", "vocab_size": run.data.vocab_size,
             "train_subset": run.data.train_subset, "train_pairs": run.data.train_subset}

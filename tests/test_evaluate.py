@@ -123,10 +123,9 @@ def test_average_ends_at_the_named_checkpoint(run_dir):
 
 
 @pytest.mark.parametrize(("device", "match"), [
-    ("tpu", r"device: expected a device of \['cuda', 'mps', 'cpu'\] such as cpu, cuda:1 or "
-            r"mps, received 'tpu'"),
-    ("meta", r"device: expected a device of \['cuda', 'mps', 'cpu'\], received 'meta'"),
-    ("cuda:99", r"device: expected a device this machine has, received 'cuda:99'"),
+    ("tpu", r"device: expected cpu, cuda, cuda:N or mps, received 'tpu'"),
+    ("meta", r"device: expected cpu, cuda, cuda:N or mps, received 'meta'"),
+    ("cuda:99", r"device: expected a device this machine has \(cpu\), received 'cuda:99'"),
 ])
 def test_load_trained_checks_the_device_first(run_dir, device, match):
     with pytest.raises(BookError, match=match):

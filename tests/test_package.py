@@ -21,7 +21,7 @@ def test_public_names_resolve_to_their_floor() -> None:
 
 def test_unknown_name_is_an_attribute_error() -> None:
     with pytest.raises(AttributeError, match="no attribute 'not_a_name'"):
-        transformer_book.not_a_name  # noqa: B018
+        transformer_book.not_a_name
 
 
 def test_importing_the_package_loads_nothing_heavy() -> None:

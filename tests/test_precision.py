@@ -116,9 +116,6 @@ def test_optimizer_step_reports_a_step_the_scaler_skipped():
     assert optimizer_step(optimizer, None) is True  # fp32/bf16: always stepped
 
 
-@pytest.mark.xfail(strict=True, reason="train.step._update advances the schedule after a "
-                   "step GradScaler skipped; the fix calls optimizer_step and steps the "
-                   "scheduler only when it returns True")
 def test_train_step_does_not_advance_the_schedule_on_a_skipped_step():
     torch.manual_seed(0)
     config = TransformerConfig.preset("tiny", 16, d_model=8, num_heads=2, d_ff=16,

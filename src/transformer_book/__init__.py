@@ -36,10 +36,11 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
         "capture_rng_state", "command_line", "device_name", "environment_report", "fail",
         "format_report", "fsync_path", "get_device", "git_commit", "hardware_info",
         "in_colab", "measure", "medians", "new_directory", "read_records", "require",
-        "require_bool", "require_finite_tensor", "require_int", "require_number",
-        "require_one_of", "require_positive_int", "require_positive_number",
-        "require_probability", "require_tensor", "restore_rng_state", "set_seed",
-        "sha256_file", "torch_threads", "utc_timestamp", "write_record"
+        "require_bool", "require_device", "require_finite_tensor", "require_int",
+        "require_number", "require_one_of", "require_positive_int",
+        "require_positive_number", "require_probability", "require_tensor",
+        "require_writable", "restore_rng_state", "set_seed", "sha256_file",
+        "torch_threads", "utc_timestamp", "write_record"
     ),
     "data": (
         "BOS_ID", "BPETokenizer", "DatasetUnavailableError", "EOS_ID",
@@ -55,35 +56,41 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
         "EncoderLayer", "FeedForward", "KV", "LearnedPositionalEmbedding",
         "MultiHeadAttention", "POSITIONAL_KINDS", "PRESETS",
         "SinusoidalPositionalEncoding", "Transformer", "TransformerConfig", "causal_mask",
-        "check_mask", "count_parameters", "cross_attention_weights", "dot_score",
-        "explicit_attention", "free_to_read", "fused_attention", "masked_softmax",
-        "padding_mask", "relative_offset_matrix", "scaled_dot_product_attention",
-        "scaled_dot_score", "shifted_causal_mask", "sinusoidal_encoding", "with_causal"
+        "check_like", "check_mask", "check_qk", "count_parameters",
+        "cross_attention_weights", "dot_score", "explicit_attention", "free_to_read",
+        "fused_attention", "padding_mask", "relative_offset_matrix",
+        "scaled_dot_product_attention", "scaled_dot_score", "shifted_causal_mask",
+        "sinusoidal_encoding", "with_causal"
     ),
     "run": (
-        "DataSection", "DecodeSection", "FORMAT_VERSION", "METADATA", "ModelSection",
-        "OPTIMIZER", "PRECISIONS", "RNG", "RunConfig", "TOKENIZER", "TrainSection",
-        "WEIGHTS", "checkpoint_name", "describe_mismatch", "list_checkpoints",
-        "load_checkpoint", "load_run_config", "load_weights", "prune_checkpoints",
-        "save_checkpoint"
+        "ADAM_BETA1", "DataSection", "DecodeSection", "FLOAT32_MAX", "FORMAT_VERSION",
+        "HASHED_FILES", "Leftover", "MAX_ALPHA", "METADATA", "METADATA_HASH",
+        "ModelSection", "OPTIMIZER", "PRECISIONS", "RNG", "RunConfig", "TOKENIZER",
+        "TrainSection", "WEIGHTS", "checkpoint_name", "describe_mismatch",
+        "find_leftovers", "list_checkpoints", "load_checkpoint", "load_resumables",
+        "load_run_config", "load_weights", "metadata_hash_text", "prune_checkpoints",
+        "read_metadata", "read_rng_state", "read_step", "release", "save_checkpoint",
+        "save_folder", "tidy", "validate_metadata"
     ),
     "inference": (
         "BleuResult", "MAX_SENTENCES_PER_BATCH", "STOPPING_RULES", "Stepper",
-        "TOP_BLOCKS", "TrainedModel", "average_checkpoints", "beam_search",
-        "check_decoding", "corpus_bleu", "encode_sources", "evaluation_mode",
-        "greedy_decode", "length_penalty", "load_trained", "output_length_limits",
-        "resolve_checkpoint", "score_hypothesis", "top_candidates", "translate",
-        "translate_ids"
+        "TOP_BLOCKS", "TrainedModel", "average_checkpoints", "beam_search", "check_alpha",
+        "check_beam_size", "check_decoding", "corpus_bleu", "encode_sources",
+        "evaluation_mode", "greedy_decode", "length_penalty", "load_trained",
+        "output_length_limits", "resolve_checkpoint", "score_hypothesis",
+        "top_candidates", "translate", "translate_ids"
     ),
     "train": (
-        "DistInfo", "EVAL_MIN_TOKENS", "NonFiniteLossError", "PreparedData", "REDUCTIONS",
+        "ADAM_BETAS", "BF16_CAPABILITY", "BOOKKEEPING", "ConfigMismatchError", "DistInfo",
+        "EVAL_MIN_TOKENS", "MAX_LR", "NonFiniteLossError", "PreparedData", "REDUCTIONS",
         "RunState", "Session", "StepBatch", "StepResult", "TrainOptions", "Trainer",
         "TrainingResult", "ValidationLoss", "all_reduce", "autocast", "check_compatible",
-        "check_ids", "count_tokens", "epoch_steps", "greedy_bleu",
-        "label_smoothed_cross_entropy", "make_batch", "make_optimizer", "make_step_batch",
-        "noam_lr", "open_session", "prepare_data", "resolve_precision", "restore_run",
-        "save_session", "setup_distributed", "smoothed_target_distribution", "train",
-        "train_step", "validate", "validation_loss"
+        "check_ids", "check_resumable", "check_same_data", "count_tokens", "epoch_steps",
+        "greedy_bleu", "label_smoothed_cross_entropy", "make_batch", "make_optimizer",
+        "make_scaler", "make_step_batch", "noam_lr", "open_session", "optimizer_step",
+        "prepare_data", "resolve_precision", "restore_run", "save_session",
+        "setup_distributed", "smoothed_target_distribution", "train", "train_step",
+        "validate", "validation_loss"
     ),
     "analysis": (
         "AblationResult", "Accelerator", "BACKWARD_FACTOR", "EXTRA_KEYS", "FlopBreakdown",

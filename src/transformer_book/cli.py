@@ -29,8 +29,6 @@ Each subcommand is a function ``_cmd_<name>(args) -> int`` registered in
 from __future__ import annotations
 
 import argparse
-import contextlib
-import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -50,46 +48,17 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _check_writable(path: Path, argument: str, folder: bool = True) -> None:
-    """``path`` is a folder the command may write into or create (``folder``), or a file it
-    may write, atomically, through its existing folder."""
-    from transformer_book.util.validation import require
+    from transformer_book.util.files import require_writable
 
-    def usable(p: Path) -> bool:
-        return p.is_dir() and os.access(p, os.W_OK | os.X_OK)
-
-    if folder and path.exists():
-        require(usable(path), argument, "a folder this user may write to (or create)",
-                f"{path}, {'read-only' if path.is_dir() else 'an existing file'}")
-    elif folder:
-        parent = next(p for p in path.absolute().parents if p.exists())  # / exists
-        require(usable(parent), argument, "a path where a folder can be created",
-                f"{path} ({parent} is no writable folder)")
-    else:
-        require(not path.is_dir() and usable(path.absolute().parent), argument,
-                "a file in an existing folder this user may write to",
-                f"{path}, {'a folder' if path.is_dir() else 'not in a writable folder'}")
+    require_writable(path, argument, folder)
 
 
 def _check_device(device: str | None) -> None:
     """``--device`` names a device this machine has: cpu, mps, cuda or cuda:N."""
-    import torch
+    from transformer_book.util.env import require_device
 
-    from transformer_book.util.env import DEVICE_ORDER, get_device
-    from transformer_book.util.validation import BookError, require
-
-    if device is None:
-        return
-    kind, colon, index = device.partition(":")
-    require(kind in DEVICE_ORDER and (not colon or index.isdecimal()), "--device",
-            "cpu, cuda, cuda:N or mps", repr(device))
-    have = []
-    for name in DEVICE_ORDER:
-        with contextlib.suppress(BookError):  # not on this machine
-            have.append(get_device(name).type)
-    count = (torch.cuda.device_count() if kind == "cuda" else 1) if kind in have else 0
-    shown = [f"cuda:0 to cuda:{torch.cuda.device_count() - 1}" if h == "cuda" else h for h in have]
-    require(int(index or 0) < count, "--device", f"a device this machine has ({', '.join(shown)})",
-            repr(device))
+    if device is not None:
+        require_device(device, "--device")
 
 
 def _cmd_env(args: argparse.Namespace) -> int:
@@ -197,21 +166,15 @@ def _cmd_translate(args: argparse.Namespace) -> int:
 def _cmd_evaluate(args: argparse.Namespace) -> int:
     from transformer_book.data.multi30k import load_multi30k
     from transformer_book.inference.scoring import corpus_bleu
-    from transformer_book.inference.trained import load_trained, resolve_checkpoint
+    from transformer_book.inference.trained import load_trained
     from transformer_book.inference.translate import translate
     from transformer_book.util.files import atomic_write_text
     from transformer_book.util.records import write_record
     from transformer_book.util.timing import Stopwatch
-    from transformer_book.util.validation import require
 
     _check_evaluate_arguments(args)
     with Stopwatch() as wall:
         trained = load_trained(args.checkpoint, device=args.device, average=args.average)
-        # --average N: the N checkpoints ending at the one named (a run folder: its newest)
-        named = resolve_checkpoint(args.checkpoint)
-        require(trained.checkpoints[-1] == named, "--average", "--checkpoint naming a run "
-                f"folder or its newest checkpoint ({trained.checkpoints[-1].name}): the "
-                "newest checkpoints are averaged", f"{named.name}, an older one")
         data, dec = trained.run_config.data, trained.run_config.decode
         pairs = load_multi30k(args.split, data.src, data.tgt, data.data_dir)[: args.limit]
         beam = dec.beam_size if args.beam is None else args.beam
@@ -339,8 +302,7 @@ def _add_evaluate_parser(commands: Any) -> None:
     add("--split", default="test_2016_flickr", help="val or test_2016_flickr (default)")
     _add_decoding_arguments(evaluate)
     add("--average", type=int, default=None,
-        help="average the newest N checkpoints of the run (--checkpoint: the run folder or "
-        "its newest checkpoint)")
+        help="average the N checkpoints ending at --checkpoint (a run folder: its newest)")
     add("--limit", type=int, default=None, help="only the first K sentences")
     _add_results_argument(evaluate)
     add("--hypotheses", type=Path, default=None,
@@ -351,7 +313,8 @@ def _add_evaluate_parser(commands: Any) -> None:
 def _add_decoding_arguments(parser: argparse.ArgumentParser) -> None:
     """``--checkpoint``, ``--beam``, ``--alpha``, ``--stop`` and ``--device``: what
     ``translate`` and ``evaluate`` share."""
-    from transformer_book.inference.beam import MAX_ALPHA, STOPPING_RULES
+    from transformer_book.inference.beam import STOPPING_RULES
+    from transformer_book.run.config import MAX_ALPHA
 
     add = parser.add_argument
     add("--checkpoint", required=True, type=Path,

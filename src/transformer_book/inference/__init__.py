@@ -9,6 +9,8 @@ from transformer_book.inference.beam import (
     STOPPING_RULES,
     TOP_BLOCKS,
     beam_search,
+    check_alpha,
+    check_beam_size,
     length_penalty,
     score_hypothesis,
     top_candidates,
@@ -42,8 +44,8 @@ from transformer_book.inference.translate import (
 
 __all__ = [
     "MAX_SENTENCES_PER_BATCH", "STOPPING_RULES", "TOP_BLOCKS", "BleuResult", "Stepper",
-    "TrainedModel", "average_checkpoints", "beam_search", "check_decoding", "corpus_bleu",
-    "encode_sources", "evaluation_mode", "greedy_decode", "length_penalty", "load_trained",
-    "output_length_limits", "resolve_checkpoint", "score_hypothesis", "top_candidates",
-    "translate", "translate_ids"
+    "TrainedModel", "average_checkpoints", "beam_search", "check_alpha", "check_beam_size",
+    "check_decoding", "corpus_bleu", "encode_sources", "evaluation_mode", "greedy_decode",
+    "length_penalty", "load_trained", "output_length_limits", "resolve_checkpoint",
+    "score_hypothesis", "top_candidates", "translate", "translate_ids"
 ]

@@ -31,6 +31,7 @@ import torch.nn.functional as F
 from transformer_book.inference.lengths import output_length_limits
 from transformer_book.inference.stepper import Stepper, check_decoding, evaluation_mode
 from transformer_book.nn.transformer import Transformer
+from transformer_book.run.config import MAX_ALPHA
 from transformer_book.util.validation import (
     require,
     require_int,
@@ -38,11 +39,8 @@ from transformer_book.util.validation import (
     require_tensor,
 )
 
-__all__ = ["MAX_ALPHA", "STOPPING_RULES", "TOP_BLOCKS", "beam_search", "check_alpha",
+__all__ = ["STOPPING_RULES", "TOP_BLOCKS", "beam_search", "check_alpha",
            "check_beam_size", "length_penalty", "score_hypothesis", "top_candidates"]
-
-# The largest length-penalty exponent α accepted (Section 6.1 uses 0.6).
-MAX_ALPHA = 10.0
 
 # How beam search decides that a sentence is done (see beam_search's docstring).
 STOPPING_RULES = ("exact", "k_finished")

@@ -29,8 +29,8 @@ from transformer_book.run.checkpoint import (
 from transformer_book.run.config import RunConfig
 from transformer_book.run.leftovers import tidy
 from transformer_book.run.manifest import read_step
-from transformer_book.util.env import DEVICE_ORDER
-from transformer_book.util.validation import fail, require, require_positive_int
+from transformer_book.util.env import require_device
+from transformer_book.util.validation import require, require_positive_int
 
 __all__ = ["TrainedModel", "load_trained", "resolve_checkpoint"]
 
@@ -82,22 +82,8 @@ def _configs(metadata: dict[str, Any], directory: Path) -> tuple[TransformerConf
 
 
 def _device(device: torch.device | str | None) -> torch.device:
-    """Where to put the model, checked before anything is loaded."""
-    if device is None:
-        return torch.device("cpu")
-    try:
-        wanted = torch.device(device)
-    except (RuntimeError, TypeError, ValueError):
-        raise fail("device", f"a device of {list(DEVICE_ORDER)} such as cpu, cuda:1 or mps",
-                   repr(device)) from None
-    require(wanted.type in DEVICE_ORDER, "device", f"a device of {list(DEVICE_ORDER)}",
-            repr(device))
-    available = wanted.type == "cpu" or (
-        wanted.type == "cuda" and torch.cuda.is_available()
-        and (wanted.index or 0) < torch.cuda.device_count()) or (
-        wanted.type == "mps" and torch.backends.mps.is_available())
-    require(available, "device", "a device this machine has", repr(device))
-    return wanted
+    """Where to put the model (default the CPU), checked before anything is loaded."""
+    return torch.device("cpu") if device is None else require_device(device)
 
 
 def _to_average(directory: Path, step: int, average: int) -> list[Path]:

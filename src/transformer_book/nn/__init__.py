@@ -10,7 +10,6 @@ from transformer_book.nn.attention import (
     dot_score,
     explicit_attention,
     fused_attention,
-    masked_softmax,
     padding_mask,
     scaled_dot_product_attention,
     scaled_dot_score,
@@ -32,7 +31,9 @@ from transformer_book.nn.layers import (
     FeedForward,
 )
 from transformer_book.nn.masks import (
+    check_like,
     check_mask,
+    check_qk,
     free_to_read,
     shifted_causal_mask,
     with_causal,
@@ -53,8 +54,8 @@ __all__ = [
     "KV", "POSITIONAL_KINDS", "PRESETS", "AdditiveScore", "Decoder", "DecoderCache",
     "DecoderLayer", "Encoder", "EncoderLayer", "FeedForward", "LearnedPositionalEmbedding",
     "MultiHeadAttention", "SinusoidalPositionalEncoding", "Transformer", "TransformerConfig",
-    "causal_mask", "check_mask", "count_parameters", "cross_attention_weights", "dot_score",
-    "explicit_attention", "free_to_read", "fused_attention", "masked_softmax", "padding_mask",
-    "relative_offset_matrix", "scaled_dot_product_attention", "scaled_dot_score",
-    "shifted_causal_mask", "sinusoidal_encoding", "with_causal"
+    "causal_mask", "check_like", "check_mask", "check_qk", "count_parameters",
+    "cross_attention_weights", "dot_score", "explicit_attention", "free_to_read",
+    "fused_attention", "padding_mask", "relative_offset_matrix", "scaled_dot_product_attention",
+    "scaled_dot_score", "shifted_causal_mask", "sinusoidal_encoding", "with_causal"
 ]

@@ -308,7 +308,8 @@ class MultiHeadAttention(nn.Module):
 
     def _check_input(self, x: torch.Tensor, name: str, b_l: tuple[int, int] | None = None
                      ) -> None:
-        """``x (B, L, d_model)``, with ``(B, L) = b_l`` when given (metadata only)."""
+        """``x (B, L, d_model)``, with ``(B, L) = b_l`` when given (metadata only: inside a
+        model a NaN is caught where it surfaces, as a non-finite loss at the training step)."""
         require_tensor(x, name, ndim=3, floating=True)
         where = "B, L" if b_l is None else f"{b_l[0]}, {b_l[1]}"
         require(x.shape[-1] == self.d_model and (b_l is None or x.shape[:2] == b_l), name,

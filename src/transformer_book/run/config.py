@@ -32,6 +32,8 @@ except ModuleNotFoundError:  # pragma: no cover - Python 3.10
         tomllib = None  # type: ignore[assignment]
 
 PRECISIONS = ("auto", "fp32", "bf16", "fp16")
+# The largest length-penalty exponent α accepted, here and by beam search (Section 6.1: 0.6).
+MAX_ALPHA = 10.0
 
 
 @dataclass
@@ -246,7 +248,7 @@ def _check_decode(dec: DecodeSection, source: str) -> None:
     where = f"{source} [decode]"
     require_positive_int(dec.beam_size, f"{where} beam_size")
     require_positive_int(dec.max_len_b, f"{where} max_len_b", 0)
-    require_number(dec.alpha, f"{where} alpha", minimum=0)
+    require_number(dec.alpha, f"{where} alpha", minimum=0, maximum=MAX_ALPHA)
     require_positive_number(dec.max_len_a, f"{where} max_len_a", allow_zero=True)
 
 

@@ -6,6 +6,7 @@ from transformer_book.train.corpus import (
     PreparedData,
     StepBatch,
     check_ids,
+    check_same_data,
     epoch_steps,
     make_batch,
     make_step_batch,
@@ -34,9 +35,12 @@ from transformer_book.train.resume import (
     restore_run,
 )
 from transformer_book.train.runtime import (
+    BF16_CAPABILITY,
     DistInfo,
     all_reduce,
     autocast,
+    make_scaler,
+    optimizer_step,
     resolve_precision,
     setup_distributed,
 )
@@ -61,13 +65,13 @@ from transformer_book.train.validate import (
 )
 
 __all__ = [
-    "ADAM_BETAS", "BOOKKEEPING", "EVAL_MIN_TOKENS", "MAX_LR", "REDUCTIONS",
-    "ConfigMismatchError", "DistInfo", "NonFiniteLossError", "PreparedData",
-    "RunState", "Session", "StepBatch", "StepResult", "TrainOptions", "Trainer",
-    "TrainingResult", "ValidationLoss", "all_reduce", "autocast", "check_compatible",
-    "check_ids", "check_resumable", "count_tokens", "epoch_steps", "greedy_bleu",
-    "label_smoothed_cross_entropy",
-    "make_batch", "make_optimizer", "make_step_batch", "noam_lr", "open_session",
-    "prepare_data", "resolve_precision", "restore_run", "save_session", "setup_distributed",
+    "ADAM_BETAS", "BF16_CAPABILITY", "BOOKKEEPING", "EVAL_MIN_TOKENS", "MAX_LR", "REDUCTIONS",
+    "ConfigMismatchError", "DistInfo", "NonFiniteLossError", "PreparedData", "RunState",
+    "Session", "StepBatch", "StepResult", "TrainOptions", "Trainer", "TrainingResult",
+    "ValidationLoss", "all_reduce", "autocast", "check_compatible", "check_ids",
+    "check_resumable", "check_same_data", "count_tokens", "epoch_steps", "greedy_bleu",
+    "label_smoothed_cross_entropy", "make_batch", "make_optimizer", "make_scaler",
+    "make_step_batch", "noam_lr", "open_session", "optimizer_step", "prepare_data",
+    "resolve_precision", "restore_run", "save_session", "setup_distributed",
     "smoothed_target_distribution", "train", "train_step", "validate", "validation_loss"
 ]

@@ -46,6 +46,8 @@ from transformer_book.train.runtime import all_reduce, setup_distributed
 from transformer_book.train.session import Session, TrainOptions, open_session, save_session
 from transformer_book.train.step import NonFiniteLossError, train_step
 from transformer_book.train.validate import validate
+from transformer_book.util.env import require_device
+from transformer_book.util.files import require_writable
 from transformer_book.util.records import command_line, git_commit, hardware_info, write_record
 from transformer_book.util.timing import Stopwatch
 from transformer_book.util.validation import require
@@ -85,6 +87,14 @@ class TrainingResult:
     evals: list[dict[str, Any]] = field(default_factory=list)
     resumed_from: Path | None = None
     rank: int = 0
+
+
+def _check_where(out_dir: str | Path, results_dir: str | Path | None) -> None:
+    """Refuse folders the run could not write before any work, so nothing is learnt only to
+    be lost at the end."""
+    require_writable(out_dir, "out_dir")
+    if results_dir is not None:
+        require_writable(results_dir, "results_dir")
 
 
 def train(
@@ -131,9 +141,8 @@ def train(
             val pairs the loss uses (default: all 1,014).
 
     Raises:
-        NonFiniteLossError: the loss or the weights became NaN/inf; the checkpoint of the
-            weights that broke is renamed ``diverged-step_...`` and the record written with
-            ``"status": "diverged"`` (see ``_diverged``).
+        NonFiniteLossError: the loss or weights became NaN/inf; their checkpoint is renamed
+            ``diverged-step_...``, the record says ``"status": "diverged"`` (``_diverged``).
         BookError: bad config, incompatible checkpoint, corrupted files.
     """
     watch = Stopwatch()  # wall_seconds and train_seconds count from here
@@ -141,7 +150,8 @@ def train(
             type(run_config).__name__)
     options = TrainOptions(resume, progress, on_eval, results_dir, name, command,
                            bleu_sentences, val_sentences)  # checks them
-    info, device = setup_distributed(device)
+    _check_where(out_dir, results_dir)
+    info, device = setup_distributed(None if device is None else require_device(device))
     try:
         return _train(open_session(run_config, Path(out_dir), options, info, device, watch))
     finally:

@@ -31,7 +31,7 @@ from transformer_book.run.config import RunConfig
 from transformer_book.train.corpus import PreparedData, prepare_data
 from transformer_book.train.objective import make_optimizer
 from transformer_book.train.resume import RunState, check_resumable, restore_run
-from transformer_book.train.runtime import DistInfo, resolve_precision
+from transformer_book.train.runtime import DistInfo, make_scaler, resolve_precision
 from transformer_book.train.step import NonFiniteLossError, Trainer
 from transformer_book.util.env import set_seed
 from transformer_book.util.rng import capture_rng_state
@@ -119,7 +119,7 @@ def open_session(run_config: RunConfig, out_dir: Path, options: TrainOptions, in
     set_seed(t.seed)
     raw_model = Transformer(config).to(device)
     optimizer, scheduler = make_optimizer(raw_model, config.d_model, t.warmup_steps, t.lr_factor)
-    scaler = torch.amp.GradScaler("cuda") if precision == "fp16" else None
+    scaler = make_scaler(precision, device)
     sampler = TokenBudgetSampler([len(s) for s in data.train_src], d.max_tokens,
                                  [len(y) + 1 for y in data.train_tgt], shuffle=True,
                                  seed=t.seed, num_replicas=info.world_size, rank=info.rank)

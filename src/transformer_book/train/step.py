@@ -24,7 +24,7 @@ from torch import nn
 from transformer_book.data.tokenizer import PAD_ID
 from transformer_book.train.corpus import StepBatch
 from transformer_book.train.objective import label_smoothed_cross_entropy
-from transformer_book.train.runtime import DistInfo, all_reduce, autocast
+from transformer_book.train.runtime import DistInfo, all_reduce, autocast, optimizer_step
 from transformer_book.util.validation import BookError
 
 __all__ = ["NonFiniteLossError", "StepResult", "Trainer", "train_step"]
@@ -155,12 +155,8 @@ def _update(trainer: Trainer) -> None:
         scaler.unscale_(optimizer)
     if trainer.clip_norm is not None:
         torch.nn.utils.clip_grad_norm_(trainer.model.parameters(), trainer.clip_norm)
-    if scaler is not None:
-        scaler.step(optimizer)
-        scaler.update()
-    else:
-        optimizer.step()
-    trainer.scheduler.step()
+    if optimizer_step(optimizer, scaler):  # fp16: a step the scaler skipped is no update
+        trainer.scheduler.step()
     optimizer.zero_grad(set_to_none=True)
 
 

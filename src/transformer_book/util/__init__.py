@@ -9,6 +9,7 @@ from transformer_book.util.env import (
     format_report,
     get_device,
     in_colab,
+    require_device,
     set_seed,
     torch_threads,
 )
@@ -19,6 +20,7 @@ from transformer_book.util.files import (
     atomic_writer,
     fsync_path,
     new_directory,
+    require_writable,
     sha256_file,
 )
 from transformer_book.util.records import (
@@ -56,12 +58,13 @@ from transformer_book.util.validation import (
 )
 
 __all__ = [
-    "CLOCKS", "DEVICE_ORDER", "BookError", "Stopwatch", "atomic_write_bytes", "atomic_write_json",
-    "atomic_write_text", "atomic_writer", "best_time", "capture_rng_state", "command_line",
-    "device_name", "environment_report", "fail", "format_report", "fsync_path", "get_device",
-    "git_commit", "hardware_info", "in_colab", "measure", "medians", "new_directory",
-    "read_records", "require", "require_bool", "require_finite_tensor", "require_int",
-    "require_number", "require_one_of", "require_positive_int", "require_positive_number",
-    "require_probability", "require_tensor", "restore_rng_state", "set_seed", "sha256_file",
-    "torch_threads", "utc_timestamp", "write_record",
+    "CLOCKS", "DEVICE_ORDER", "BookError", "Stopwatch", "atomic_write_bytes",
+    "atomic_write_json", "atomic_write_text", "atomic_writer", "best_time", "capture_rng_state",
+    "command_line", "device_name", "environment_report", "fail", "format_report", "fsync_path",
+    "get_device", "git_commit", "hardware_info", "in_colab", "measure", "medians",
+    "new_directory", "read_records", "require", "require_bool", "require_device",
+    "require_finite_tensor", "require_int", "require_number", "require_one_of",
+    "require_positive_int", "require_positive_number", "require_probability", "require_tensor",
+    "require_writable", "restore_rng_state", "set_seed", "sha256_file", "torch_threads",
+    "utc_timestamp", "write_record"
 ]

@@ -17,7 +17,7 @@ from importlib import metadata
 import numpy as np
 import torch
 
-from transformer_book.util.validation import BookError, require, require_int
+from transformer_book.util.validation import BookError, fail, require, require_int
 
 __all__ = [
     "DEVICE_ORDER",
@@ -26,6 +26,7 @@ __all__ = [
     "format_report",
     "get_device",
     "in_colab",
+    "require_device",
     "set_seed",
     "torch_threads",
 ]
@@ -69,6 +70,22 @@ def get_device(prefer: str | None = None) -> torch.device:
             f"(available: {', '.join(have)}); call get_device() to pick the best available one"
         )
     return torch.device(prefer)
+
+
+def require_device(device: torch.device | str, argument: str = "device") -> torch.device:
+    """``device`` as a ``torch.device`` if it names one this machine has (cpu, mps, cuda or
+    cuda:N); a :class:`BookError` naming ``argument`` otherwise, before any work starts."""
+    try:
+        wanted = torch.device(device)
+    except (RuntimeError, TypeError, ValueError):
+        raise fail(argument, "cpu, cuda, cuda:N or mps", repr(device)) from None
+    require(wanted.type in DEVICE_ORDER, argument, "cpu, cuda, cuda:N or mps", repr(device))
+    have = [kind for kind in DEVICE_ORDER if _available(kind)]
+    count = torch.cuda.device_count() if wanted.type == "cuda" and "cuda" in have else 1
+    shown = [f"cuda:0 to cuda:{count - 1}" if kind == "cuda" else kind for kind in have]
+    require(wanted.type in have and (wanted.index or 0) < count, argument,
+            f"a device this machine has ({', '.join(shown)})", repr(device))
+    return wanted
 
 
 def device_name(device: torch.device | str) -> str:

@@ -19,7 +19,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from transformer_book.util.validation import fail
+from transformer_book.util.validation import fail, require
 
 __all__ = [
     "atomic_write_bytes",
@@ -28,6 +28,7 @@ __all__ = [
     "atomic_writer",
     "fsync_path",
     "new_directory",
+    "require_writable",
     "sha256_file",
 ]
 
@@ -118,3 +119,26 @@ def sha256_file(path: str | os.PathLike[str]) -> str:
         for block in iter(lambda: handle.read(1 << 20), b""):
             digest.update(block)
     return digest.hexdigest()
+
+
+def require_writable(path: str | os.PathLike[str], argument: str, folder: bool = True) -> Path:
+    """Refuse, before any work starts, a ``path`` the caller could not write: a folder it may
+    write into or create (``folder``), or a file it may write atomically through its
+    existing folder. Returns the path."""
+    path = Path(path)
+
+    def usable(p: Path) -> bool:
+        return p.is_dir() and os.access(p, os.W_OK | os.X_OK)
+
+    if folder and path.exists():
+        require(usable(path), argument, "a folder this user may write to (or create)",
+                f"{path}, {'read-only' if path.is_dir() else 'an existing file'}")
+    elif folder:
+        parent = next(p for p in path.absolute().parents if p.exists())  # / exists
+        require(usable(parent), argument, "a path where a folder can be created",
+                f"{path} ({parent} is no writable folder)")
+    else:
+        require(not path.is_dir() and usable(path.absolute().parent), argument,
+                "a file in an existing folder this user may write to",
+                f"{path}, {'a folder' if path.is_dir() else 'not in a writable folder'}")
+    return path
