@@ -33,8 +33,10 @@ from transformer_book.nn.masks import (
     with_causal,
 )
 from transformer_book.util.validation import (
+    fail,
     require,
     require_bool,
+    require_finite_tensor,
     require_positive_int,
     require_probability,
     require_tensor,
@@ -167,19 +169,20 @@ def scaled_dot_product_attention(
     ``output (..., L_q, d_v)`` and ``weights (..., L_q, L_k)`` (before dropout; rows sum to
     one, or are all zero for a query whose keys are all masked, whose output is then zero).
     ``dropout_p`` drops weights (Section 5.4) and is applied whenever it is positive."""
-    check_qk(q, k)
+    check_qk(q, k, values=False)  # values: read once, from the output, below
     require_tensor(v, "v", floating=True)
     require(v.ndim >= 2 and v.shape[-2] == k.shape[-2], "v", f"shape (..., L_k={k.shape[-2]}, d_v)",
             f"shape {tuple(v.shape)}")
-    check_like(v, "v", q)
+    check_like(v, "v", q, values=False)
     require_probability(dropout_p, "dropout_p")
     if mask is not None:
         batch = torch.broadcast_shapes(q.shape[:-2], k.shape[:-2])
         check_mask(mask, (*batch, q.shape[-2], k.shape[-2]), q.device)
     out, weights = explicit_attention(q, k, v, mask, dropout_p)
-    if free_to_read(weights):  # finite inputs whose products overflow
-        require(bool(torch.isfinite(weights).all()), "q, k",
-                "scores q·kᵀ/√d_k that are finite", "scores that overflow")
+    if free_to_read(out) and not bool(torch.isfinite(out).all()):  # one read: say why
+        for name, value in (("q", q), ("k", k), ("v", v)):
+            require_finite_tensor(value, name)
+        raise fail("q, k", "scores q·kᵀ/√d_k that are finite", "scores that overflow")
     return out, weights
 
 

@@ -37,9 +37,9 @@ def free_to_read(t: torch.Tensor) -> bool:
     return t.device.type == "cpu" and not torch.compiler.is_compiling()
 
 
-def check_qk(q: torch.Tensor, k: torch.Tensor) -> None:
+def check_qk(q: torch.Tensor, k: torch.Tensor, values: bool = True) -> None:
     """Queries ``q (..., L_q, d_k)`` and keys ``k (..., L_k, d_k)`` of one dtype and device,
-    batch dimensions broadcastable; finite values where reading is free."""
+    batch dimensions broadcastable; finite values where reading is free (``values``)."""
     require_tensor(q, "q", floating=True)
     require_tensor(k, "k", floating=True)
     require(q.ndim >= 2, "q", "a tensor of shape (..., L_q, d_k)", f"shape {tuple(q.shape)}")
@@ -53,14 +53,17 @@ def check_qk(q: torch.Tensor, k: torch.Tensor) -> None:
             "k", f"batch dimensions broadcastable with q's {tuple(q.shape[:-2])}",
             f"shape {tuple(k.shape)}",
         ) from None
-    check_like(k, "k", q)
+    check_like(k, "k", q, values)
 
 
-def check_like(t: torch.Tensor, name: str, q: torch.Tensor) -> None:
-    """``t`` has ``q``'s dtype and device (metadata), and finite values where reading them
-    is free (:func:`~transformer_book.nn.masks.free_to_read`: a CPU tensor, not compiling)."""
+def check_like(t: torch.Tensor, name: str, q: torch.Tensor, values: bool = True) -> None:
+    """``t`` has ``q``'s dtype and device (metadata), and, with ``values``, finite values
+    where reading them is free (:func:`~transformer_book.nn.masks.free_to_read`: a CPU
+    tensor, not compiling)."""
     require(t.dtype == q.dtype, name, f"dtype {q.dtype} (as q)", t.dtype)
     require(t.device == q.device, name, f"a tensor on {q.device} (as q)", t.device)
+    if not values:
+        return
     for argument, value in ((name, t),) if name != "k" else (("q", q), ("k", t)):
         if free_to_read(value):
             require_finite_tensor(value, argument)
