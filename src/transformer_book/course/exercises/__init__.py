@@ -19,6 +19,7 @@ from transformer_book.course.exercises.core import (
     expect_tensor,
     fresh_generator,
     load_all,
+    random_int,
     run_check,
 )
 
@@ -34,6 +35,7 @@ __all__ = [
     "expect_tensor",
     "fresh_generator",
     "load_all",
+    "random_int",
     "run_check",
 ]
 

@@ -10,13 +10,9 @@ from transformer_book.course.exercises.core import (
     exercise,
     expect_tensor,
     fresh_generator,
+    random_int,
 )
 from transformer_book.data.batching import TokenBudgetSampler, pad_sequences, token_mask
-
-
-def _randint(low: int, high: int, generator: torch.Generator) -> int:
-    """One integer in ``[low, high]`` (both ends included)."""
-    return int(torch.randint(low, high + 1, (1,), generator=generator))
 
 
 def _expect_same_rows(received: torch.Tensor, expected: torch.Tensor, *, what: str,
@@ -35,20 +31,20 @@ def check_pad_and_mask(pad_and_mask) -> str:
     generator = fresh_generator()
     cases = []
     for _ in range(20):
-        batch = _randint(1, 8, generator)
-        pad_id = _randint(0, 5, generator)
+        batch = random_int(1, 8, generator)
+        pad_id = random_int(0, 5, generator)
         # Real tokens never use the pad id (ids pad_id+1 ... pad_id+100).
         sequences = []
         for _ in range(batch):
-            length = _randint(1, 12, generator)
+            length = random_int(1, 12, generator)
             ids = torch.randint(1, 101, (length,), generator=generator) + pad_id
             sequences.append(ids.tolist())
         what = f"{batch} sequences of random lengths with pad_id={pad_id}"
         cases.append((sequences, pad_id, what))
-    length = _randint(1, 9, generator)
+    length = random_int(1, 9, generator)
     equal = [(torch.randint(4, 50, (length,), generator=generator)).tolist() for _ in range(4)]
     cases.append((equal, 0, f"4 sequences that all have length {length} (no padding needed)"))
-    single = (torch.randint(4, 50, (_randint(1, 9, generator),), generator=generator)).tolist()
+    single = (torch.randint(4, 50, (random_int(1, 9, generator),), generator=generator)).tolist()
     cases.append(([single], 0, "a batch holding a single sequence"))
     cases.append(([[7], [8, 9, 10, 11, 12]], 0, "lengths 1 and 5"))
     for sequences, pad_id, what in cases:
@@ -85,9 +81,9 @@ def check_bucket_by_length(bucket_by_length) -> str:
     generator = fresh_generator()
     cases = []
     for _ in range(15):
-        n = _randint(1, 200, generator)
+        n = random_int(1, 200, generator)
         lengths = torch.randint(1, 41, (n,), generator=generator).tolist()
-        max_tokens = _randint(max(lengths), 400, generator)
+        max_tokens = random_int(max(lengths), 400, generator)
         cases.append((lengths, max_tokens, f"{n} random lengths with max_tokens={max_tokens}"))
     cases.append(([5], 5, "a single example that fills the budget exactly"))
     cases.append(([3] * 10, 12, "ten examples of equal length 3 with max_tokens=12"))

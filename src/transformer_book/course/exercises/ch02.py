@@ -19,14 +19,10 @@ from transformer_book.course.exercises.core import (
     exercise,
     expect_close,
     fresh_generator,
+    random_int,
 )
 
 DTYPE = torch.float64
-
-
-def _randint(low: int, high: int, generator: torch.Generator) -> int:
-    """A uniform integer in ``[low, high]``."""
-    return int(torch.randint(low, high + 1, (1,), generator=generator))
 
 
 def _randomise(module: nn.Module, generator: torch.Generator, scale: float) -> None:
@@ -76,7 +72,7 @@ def check_stacked_rnn_forward(stacked_rnn_forward) -> str:
     generator = fresh_generator()
     shapes = []
     for _ in range(8):
-        shapes.append(tuple(_randint(lo, hi, generator)
+        shapes.append(tuple(random_int(lo, hi, generator)
                             for lo, hi in ((1, 4), (1, 9), (1, 6), (1, 6), (1, 3))))
     shapes += [(1, 1, 1, 1, 1), (3, 1, 4, 5, 2), (2, 12, 3, 4, 3)]  # edge cases: L = 1, tiny
     for batch, length, input_size, hidden, num_layers in shapes:
@@ -105,8 +101,8 @@ def check_gru_cell(gru_cell) -> str:
     generator = fresh_generator()
     cases = []
     for _ in range(10):
-        batch, input_size, hidden = (_randint(1, 5, generator), _randint(1, 7, generator),
-                                     _randint(1, 7, generator))
+        batch, input_size, hidden = (random_int(1, 5, generator), random_int(1, 7, generator),
+                                     random_int(1, 7, generator))
         cases.append((batch, input_size, hidden, "random weights"))
     cases += [(1, 1, 1, "B = I = H = 1"), (3, 4, 5, "update gate shut (z ≈ 1 keeps h)")]
     for batch, input_size, hidden, kind in cases:

@@ -14,12 +14,8 @@ from transformer_book.course.exercises.core import (
     expect_close,
     expect_equal,
     fresh_generator,
+    random_int,
 )
-
-
-def _randint(low: int, high: int, generator: torch.Generator) -> int:
-    """An integer in [low, high]."""
-    return int(torch.randint(low, high + 1, (1,), generator=generator))
 
 
 @exercise("03.1", "causal_conv1d")
@@ -30,7 +26,7 @@ def check_causal_conv1d(causal_conv1d) -> str:
     # (batch, length, C_in, C_out, kernel_size, dilation)
     bounds = ((1, 3), (1, 20), (1, 4), (1, 4), (1, 5), (1, 4))
     for _ in range(16):
-        shapes.append(tuple(_randint(low, high, generator) for low, high in bounds))
+        shapes.append(tuple(random_int(low, high, generator) for low, high in bounds))
     shapes += [
         (2, 9, 3, 2, 1, 3),  # kernel 1: a position-wise linear map, dilation irrelevant
         (1, 1, 2, 3, 3, 2),  # a single position: only the last tap sees real input
@@ -76,14 +72,14 @@ def check_receptive_field_span(receptive_field_span) -> str:
     generator = fresh_generator()
     stacks = []
     for _ in range(12):
-        layers = _randint(1, 5, generator)
-        stacks.append((_randint(1, 5, generator),
-                       tuple(_randint(1, 8, generator) for _ in range(layers))))
+        layers = random_int(1, 5, generator)
+        stacks.append((random_int(1, 5, generator),
+                       tuple(random_int(1, 8, generator) for _ in range(layers))))
     stacks += [(1, (1, 2, 4)), (3, (1,)), (3, (1, 2, 4, 8, 16)), (2, (1, 1, 1, 1)), (3, (2, 4))]
     for kernel_size, dilations in stacks:
         what = f"kernel_size={kernel_size}, dilations={dilations}"
         model = nn.Sequential(*(CausalConv1d(2, 2, kernel_size, d) for d in dilations)).double()
-        length = 1 + kernel_size * sum(dilations) + _randint(1, 4, generator)
+        length = 1 + kernel_size * sum(dilations) + random_int(1, 4, generator)
         field = receptive_field(model, length, channels=2)  # (length,), output = length - 1
         earliest = int(field.nonzero()[0])
         measured = length - earliest  # positions earliest, ..., length - 1

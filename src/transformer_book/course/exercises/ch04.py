@@ -10,13 +10,9 @@ from transformer_book.course.exercises.core import (
     exercise,
     expect_close,
     fresh_generator,
+    random_int,
 )
 from transformer_book.nn.attention import AdditiveScore, masked_softmax
-
-
-def _randint(low: int, high: int, generator: torch.Generator) -> int:
-    """A random integer in ``[low, high]``."""
-    return int(torch.randint(low, high + 1, (1,), generator=generator))
 
 
 @exercise("04.2", "additive_score")
@@ -25,8 +21,8 @@ def check_additive_score(additive_score) -> str:
     generator = fresh_generator()
     cases = []
     for batch in [(), (), (2,), (3,), (2, 3)]:
-        l_q, l_k = _randint(1, 5, generator), _randint(1, 6, generator)
-        d_q, d_k, hidden = (_randint(1, 7, generator) for _ in range(3))
+        l_q, l_k = random_int(1, 5, generator), random_int(1, 6, generator)
+        d_q, d_k, hidden = (random_int(1, 7, generator) for _ in range(3))
         cases.append((batch, l_q, l_k, d_q, d_k, hidden))
     cases.append(((), 1, 1, 3, 5, 1))  # one query, one key, a hidden layer of one unit
     cases.append(((4,), 1, 7, 2, 2, 8))  # one query per batch row (a decoder step)
@@ -59,14 +55,14 @@ def check_masked_softmax(candidate) -> str:
     generator = fresh_generator()
     cases = []
     for _ in range(8):
-        l_q, l_k = _randint(1, 5, generator), _randint(1, 7, generator)
+        l_q, l_k = random_int(1, 5, generator), random_int(1, 7, generator)
         scores = torch.randn(l_q, l_k, generator=generator, dtype=torch.float64) * 3
         mask = torch.rand(l_q, l_k, generator=generator) < 0.7
         what = f"scores of shape {(l_q, l_k)} with a random mask"
         if not bool(mask.any(-1).all()):
             what += " that masks every key of some row (that row must be all zeros)"
         cases.append((scores, mask, what))
-    batch, l_q, l_k = _randint(2, 4, generator), _randint(2, 5, generator), 6
+    batch, l_q, l_k = random_int(2, 4, generator), random_int(2, 5, generator), 6
     scores = torch.randn(batch, l_q, l_k, generator=generator, dtype=torch.float64)
     lengths = torch.randint(1, l_k + 1, (batch,), generator=generator)
     padding = (torch.arange(l_k) < lengths[:, None]).unsqueeze(1)  # (B, 1, L_k)

@@ -11,13 +11,9 @@ from transformer_book.course.exercises.core import (
     expect_close,
     expect_equal,
     fresh_generator,
+    random_int,
 )
 from transformer_book.nn.attention import causal_mask, padding_mask, scaled_dot_product_attention
-
-
-def _randint(low: int, high: int, generator: torch.Generator) -> int:
-    """An integer in [low, high]."""
-    return int(torch.randint(low, high + 1, (1,), generator=generator))
 
 
 def _pair(received, what: str) -> tuple:
@@ -35,9 +31,9 @@ def check_scaled_dot_product(scaled_dot_product) -> str:
     generator = fresh_generator()
     cases = []
     for index in range(18):
-        batch = tuple(_randint(1, 3, generator) for _ in range(index % 3))  # 0, 1 or 2 dims
-        l_q, l_k = _randint(1, 6, generator), _randint(1, 7, generator)
-        d_k, d_v = _randint(1, 8, generator), _randint(1, 5, generator)
+        batch = tuple(random_int(1, 3, generator) for _ in range(index % 3))  # 0, 1 or 2 dims
+        l_q, l_k = random_int(1, 6, generator), random_int(1, 7, generator)
+        d_k, d_v = random_int(1, 8, generator), random_int(1, 5, generator)
         q = torch.randn(*batch, l_q, d_k, generator=generator, dtype=torch.float64)
         k = torch.randn(*batch, l_k, d_k, generator=generator, dtype=torch.float64)
         v = torch.randn(*batch, l_k, d_v, generator=generator, dtype=torch.float64)
@@ -100,8 +96,8 @@ def check_softmax_jacobian(softmax_jacobian) -> str:
     generator = fresh_generator()
     cases = []
     for index in range(14):
-        batch = tuple(_randint(1, 3, generator) for _ in range(index % 3))
-        length = _randint(1, 9, generator)
+        batch = tuple(random_int(1, 3, generator) for _ in range(index % 3))
+        length = random_int(1, 9, generator)
         scale = (0.5, 3.0, 40.0)[index % 3]
         scores = scale * torch.randn(*batch, length, generator=generator, dtype=torch.float64)
         cases.append((scores, f"scores of shape {tuple(scores.shape)} (scale {scale:g})"))
@@ -127,8 +123,8 @@ def check_decoder_mask(decoder_mask) -> str:
     generator = fresh_generator()
     cases = []
     for _ in range(12):
-        batch, length = _randint(1, 4, generator), _randint(1, 9, generator)
-        pad_id = _randint(0, 3, generator)
+        batch, length = random_int(1, 4, generator), random_int(1, 9, generator)
+        pad_id = random_int(0, 3, generator)
         ids = torch.randint(0, 8, (batch, length), generator=generator)
         lengths = torch.randint(1, length + 1, (batch,), generator=generator)
         ids[torch.arange(length) >= lengths[:, None]] = pad_id  # right padding

@@ -11,13 +11,9 @@ from transformer_book.course.exercises.core import (
     expect_equal,
     expect_tensor,
     fresh_generator,
+    random_int,
 )
 from transformer_book.nn.attention import MultiHeadAttention, causal_mask, padding_mask
-
-
-def _randint(low: int, high: int, generator: torch.Generator) -> int:
-    """An integer in [low, high]."""
-    return int(torch.randint(low, high + 1, (1,), generator=generator))
 
 
 @exercise("06.1", "split_heads")
@@ -27,9 +23,9 @@ def check_split_heads(split_heads) -> str:
     generator = fresh_generator()
     cases = []
     for index in range(15):
-        batch = tuple(_randint(1, 3, generator) for _ in range(index % 3))  # 0, 1 or 2 dims
-        heads, d_k = _randint(1, 4, generator), _randint(1, 5, generator)
-        length = _randint(1, 6, generator)
+        batch = tuple(random_int(1, 3, generator) for _ in range(index % 3))  # 0, 1 or 2 dims
+        heads, d_k = random_int(1, 4, generator), random_int(1, 5, generator)
+        length = random_int(1, 6, generator)
         x = torch.randn(*batch, length, heads * d_k, generator=generator, dtype=torch.float64)
         cases.append((x, heads, f"x of shape {tuple(x.shape)} with h={heads}"))
     x = torch.arange(2 * 3 * 8, dtype=torch.float64).view(2, 3, 8)
@@ -66,12 +62,12 @@ def check_multi_head_attention(multi_head_attention) -> str:
     generator = fresh_generator()
     cases = []
     for index in range(12):
-        batch, heads = _randint(1, 3, generator), _randint(1, 4, generator)
-        d_k = _randint(1, 4, generator)
+        batch, heads = random_int(1, 3, generator), random_int(1, 4, generator)
+        d_k = random_int(1, 4, generator)
         d_model = heads * d_k
-        l_q = _randint(1, 6, generator)
+        l_q = random_int(1, 6, generator)
         cross = index % 2 == 1
-        l_k = _randint(1, 7, generator) if cross else l_q
+        l_k = random_int(1, 7, generator) if cross else l_q
         query = torch.randn(batch, l_q, d_model, generator=generator, dtype=torch.float64)
         key, value = query, query
         if cross:
@@ -82,7 +78,7 @@ def check_multi_head_attention(multi_head_attention) -> str:
         kind = ("no mask", "padding mask", "causal mask")[index % 3]
         if kind == "padding mask":
             ids = torch.randint(1, 9, (batch, l_k), generator=generator)
-            ids[0, _randint(0, l_k - 1, generator):] = 0  # pad the end of the first sequence
+            ids[0, random_int(0, l_k - 1, generator):] = 0  # pad the end of the first sequence
             mask = padding_mask(ids, 0)  # (B, 1, 1, L_k)
         elif kind == "causal mask" and l_q == l_k:
             mask = causal_mask(l_q)  # (L, L)

@@ -12,14 +12,10 @@ from transformer_book.course.exercises.core import (
     exercise,
     expect_close,
     fresh_generator,
+    random_int,
 )
 from transformer_book.nn.attention import scaled_dot_product_attention
 from transformer_book.toy.aligner import alignment_accuracy, expected_alignment
-
-
-def _randint(low: int, high: int, generator: torch.Generator) -> int:
-    """An integer in [low, high]."""
-    return int(torch.randint(low, high + 1, (1,), generator=generator))
 
 
 def _pair(received, what: str) -> tuple:
@@ -43,9 +39,9 @@ def check_cross_attention(cross_attention) -> str:
     generator = fresh_generator()
     cases = []
     for index in range(16):
-        batch, l_q, l_k = (_randint(1, high, generator) for high in (4, 6, 7))
-        d_model = _randint(2, 8, generator)
-        d_k, d_v = _randint(1, 6, generator), _randint(1, 5, generator)
+        batch, l_q, l_k = (random_int(1, high, generator) for high in (4, 6, 7))
+        d_model = random_int(2, 8, generator)
+        d_k, d_v = random_int(1, 6, generator), random_int(1, 5, generator)
         dec = torch.randn(batch, l_q, d_model, generator=generator, dtype=torch.float64)
         enc = torch.randn(batch, l_k, d_model, generator=generator, dtype=torch.float64)
         w_q = torch.randn(d_model, d_k, generator=generator, dtype=torch.float64)
@@ -118,7 +114,7 @@ def _random_alignments(batch: int, width: int, lengths: torch.Tensor, right: flo
             elif t < n:
                 scores[b, t, n - 1 - t] -= 8.0  # make sure this row misses
             else:
-                scores[b, t, _randint(0, n - 1, generator)] += 8.0  # a padded output row
+                scores[b, t, random_int(0, n - 1, generator)] += 8.0  # a padded output row
     weights = torch.softmax(scores.masked_fill(~keys_ok, float("-inf")), dim=-1)
     return weights
 
@@ -131,7 +127,7 @@ def check_reversal_alignment_accuracy(reversal_alignment_accuracy) -> str:
     generator = fresh_generator()
     cases = []
     for index in range(12):
-        batch, width = _randint(1, 5, generator), _randint(1, 9, generator)
+        batch, width = random_int(1, 5, generator), random_int(1, 9, generator)
         lengths = torch.randint(1, width + 1, (batch,), generator=generator)
         lengths[0] = width  # the longest source fills the padded width
         right = (0.0, 0.5, 0.8, 1.0)[index % 4]

@@ -11,13 +11,9 @@ from transformer_book.course.exercises.core import (
     expect_close,
     expect_tensor,
     fresh_generator,
+    random_int,
 )
 from transformer_book.nn.positional import relative_offset_matrix, sinusoidal_encoding
-
-
-def _randint(low: int, high: int, generator: torch.Generator) -> int:
-    """An integer in [low, high]."""
-    return int(torch.randint(low, high + 1, (1,), generator=generator))
 
 
 def _float64(received, what: str, shape: tuple[int, ...]) -> torch.Tensor:
@@ -35,8 +31,8 @@ def check_sinusoidal_encoding(candidate) -> str:
     generator = fresh_generator()
     cases = []
     for index in range(12):
-        length, d_model = _randint(1, 60, generator), 2 * _randint(1, 32, generator)
-        base = (10000.0, 10000.0, 100.0, float(_randint(2, 5000, generator)))[index % 4]
+        length, d_model = random_int(1, 60, generator), 2 * random_int(1, 32, generator)
+        base = (10000.0, 10000.0, 100.0, float(random_int(2, 5000, generator)))[index % 4]
         cases.append((length, d_model, base))
     cases += [(1, 2, 10000.0), (50, 2, 10000.0), (1, 64, 10000.0), (64, 512, 10000.0)]
     for length, d_model, base in cases:
@@ -58,9 +54,9 @@ def check_offset_rotation(candidate) -> str:
     generator = fresh_generator()
     cases = []
     for index in range(12):
-        d_model = 2 * _randint(1, 12, generator)
-        k = _randint(-30, 30, generator)
-        base = 10000.0 if index % 3 else float(_randint(2, 500, generator))
+        d_model = 2 * random_int(1, 12, generator)
+        k = random_int(-30, 30, generator)
+        base = 10000.0 if index % 3 else float(random_int(2, 500, generator))
         cases.append((k, d_model, base))
     cases += [(0, 8, 10000.0), (1, 2, 10000.0), (-7, 16, 10000.0), (0.5, 6, 10000.0)]
     for k, d_model, base in cases:

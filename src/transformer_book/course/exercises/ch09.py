@@ -11,6 +11,7 @@ from transformer_book.course.exercises.core import (
     exercise,
     expect_close,
     fresh_generator,
+    random_int,
 )
 from transformer_book.nn.attention import padding_mask
 from transformer_book.nn.config import TransformerConfig
@@ -20,17 +21,12 @@ from transformer_book.nn.transformer import Transformer, count_parameters
 F64 = torch.float64
 
 
-def _randint(low: int, high: int, generator: torch.Generator) -> int:
-    """An integer in [low, high]."""
-    return int(torch.randint(low, high + 1, (1,), generator=generator))
-
-
 def _random_config(generator: torch.Generator, norm_first: bool) -> TransformerConfig:
-    heads = _randint(1, 4, generator)
+    heads = random_int(1, 4, generator)
     return TransformerConfig(
-        vocab_size=8, d_model=heads * _randint(1, 4, generator), num_heads=heads,
-        d_ff=_randint(1, 24, generator), dropout=0.1, norm_first=norm_first,
-        layer_norm_eps=(1e-5, 1e-6, 1e-3)[_randint(0, 2, generator)],
+        vocab_size=8, d_model=heads * random_int(1, 4, generator), num_heads=heads,
+        d_ff=random_int(1, 24, generator), dropout=0.1, norm_first=norm_first,
+        layer_norm_eps=(1e-5, 1e-6, 1e-3)[random_int(0, 2, generator)],
     )
 
 
@@ -82,7 +78,7 @@ def _layer_case(config: TransformerConfig, x: torch.Tensor, encoder: bool, kind:
         layer = EncoderLayer(config).to(F64).eval()
         _randomise_norms(layer, generator)
         ids = torch.randint(4, 8, (batch, length), generator=generator)
-        ids[0, _randint(1, length, generator):] = 0  # pad the end of the first sentence
+        ids[0, random_int(1, length, generator):] = 0  # pad the end of the first sentence
         mask = padding_mask(ids, 0)  # (B, 1, 1, L)
         what = f"an EncoderLayer with d_model={config.d_model}, {kind}, x {tuple(x.shape)}"
         with torch.no_grad():
@@ -95,7 +91,7 @@ def _layer_case(config: TransformerConfig, x: torch.Tensor, encoder: bool, kind:
     # a decoder layer: masked self-attention, cross-attention, feed-forward
     layer = DecoderLayer(config).to(F64).eval()
     _randomise_norms(layer, generator)
-    memory = torch.randn(batch, _randint(1, 5, generator), config.d_model,
+    memory = torch.randn(batch, random_int(1, 5, generator), config.d_model,
                          generator=generator, dtype=F64)
     what = f"a DecoderLayer with d_model={config.d_model}, {kind}, y {tuple(x.shape)}"
     with torch.no_grad():
@@ -117,7 +113,7 @@ def _check_sublayer_connection(sublayer_connection, generator: torch.Generator) 
         norm_first = bool(index % 2)
         config = _random_config(generator, norm_first)
         kind = "LN first (pre-LN)" if norm_first else "LN after the sum (post-LN)"
-        batch, length = _randint(1, 3, generator), _randint(1, 6, generator)
+        batch, length = random_int(1, 3, generator), random_int(1, 6, generator)
         x = torch.randn(batch, length, config.d_model, generator=generator, dtype=F64)
         layer, expected, steps, what = _layer_case(config, x, index % 4 < 2, kind, generator)
         h = x.clone()
@@ -155,18 +151,18 @@ def _check_sublayer_connection(sublayer_connection, generator: torch.Generator) 
 
 
 def _random_model_config(generator: torch.Generator) -> TransformerConfig:
-    heads = _randint(1, 4, generator)
+    heads = random_int(1, 4, generator)
     return TransformerConfig(
-        vocab_size=_randint(4, 300, generator),
-        d_model=heads * _randint(1, 6, generator) * 2,  # even, for the sinusoids
+        vocab_size=random_int(4, 300, generator),
+        d_model=heads * random_int(1, 6, generator) * 2,  # even, for the sinusoids
         num_heads=heads,
-        num_encoder_layers=_randint(1, 3, generator),
-        num_decoder_layers=_randint(1, 3, generator),
-        d_ff=_randint(1, 40, generator),
-        max_len=_randint(1, 64, generator),
-        tie_embeddings=bool(_randint(0, 1, generator)),
-        positional=("sinusoidal", "learned")[_randint(0, 1, generator)],
-        norm_first=bool(_randint(0, 1, generator)),
+        num_encoder_layers=random_int(1, 3, generator),
+        num_decoder_layers=random_int(1, 3, generator),
+        d_ff=random_int(1, 40, generator),
+        max_len=random_int(1, 64, generator),
+        tie_embeddings=bool(random_int(0, 1, generator)),
+        positional=("sinusoidal", "learned")[random_int(0, 1, generator)],
+        norm_first=bool(random_int(0, 1, generator)),
     )
 
 

@@ -12,13 +12,9 @@ from transformer_book.course.exercises.core import (
     exercise,
     expect_close,
     fresh_generator,
+    random_int,
 )
 from transformer_book.train.objective import label_smoothed_cross_entropy, noam_lr
-
-
-def _randint(low: int, high: int, generator: torch.Generator) -> int:
-    """An integer in [low, high]."""
-    return int(torch.randint(low, high + 1, (1,), generator=generator))
 
 
 @exercise("10.1", "noam_lr")
@@ -28,13 +24,13 @@ def check_noam_lr(candidate) -> str:
     generator = fresh_generator()
     cases = []
     for _ in range(25):
-        d_model = 2 ** _randint(4, 11, generator)  # 16 .. 2048
-        warmup = _randint(1, 8000, generator)
-        step = _randint(1, 4 * warmup + 10, generator)
+        d_model = 2 ** random_int(4, 11, generator)  # 16 .. 2048
+        warmup = random_int(1, 8000, generator)
+        step = random_int(1, 4 * warmup + 10, generator)
         cases.append((step, d_model, warmup, f"step={step}, d_model={d_model}, "
                                              f"warmup_steps={warmup}"))
-    d_model = 2 ** _randint(6, 10, generator)
-    warmup = _randint(2, 5000, generator)
+    d_model = 2 ** random_int(6, 10, generator)
+    warmup = random_int(2, 5000, generator)
     for step, note in ((1, "the first step"), (warmup, "the peak, step == warmup_steps"),
                        (warmup - 1, "one step before the peak"),
                        (warmup + 1, "one step after the peak"),
@@ -65,9 +61,9 @@ def check_label_smoothed_loss(candidate) -> str:
     generator = fresh_generator()
     cases = []
     for index in range(16):
-        vocab = _randint(2, 40, generator)
-        pad_id = _randint(0, vocab - 1, generator)
-        batch, length = _randint(1, 4, generator), _randint(1, 7, generator)
+        vocab = random_int(2, 40, generator)
+        pad_id = random_int(0, vocab - 1, generator)
+        batch, length = random_int(1, 4, generator), random_int(1, 7, generator)
         eps = (0.0, 0.1, float(torch.rand(1, generator=generator)))[index % 3]
         logits = 3 * torch.randn(batch, length, vocab, generator=generator, dtype=torch.float64)
         targets = torch.randint(0, vocab, (batch, length), generator=generator)

@@ -13,13 +13,9 @@ from transformer_book.course.exercises.core import (
     expect_close,
     expect_equal,
     fresh_generator,
+    random_int,
 )
 from transformer_book.inference.beam import length_penalty
-
-
-def _randint(low: int, high: int, generator: torch.Generator) -> int:
-    """An integer in [low, high]."""
-    return int(torch.randint(low, high + 1, (1,), generator=generator))
 
 
 @exercise("11.1", "length_penalty")
@@ -29,7 +25,7 @@ def check_length_penalty(candidate) -> str:
     generator = fresh_generator()
     cases = []
     for index in range(20):
-        length = _randint(1, 200, generator)
+        length = random_int(1, 200, generator)
         alpha = (0.0, 0.6, 1.0, 2.0 * float(torch.rand(1, generator=generator)))[index % 4]
         cases.append((length, alpha, f"length={length}, alpha={alpha:.3g}"))
     cases.append((1, 0.6, "length=1 (lp = 1: one token is not penalised)"))
@@ -80,8 +76,8 @@ def check_beam_step(candidate) -> str:
     generator = fresh_generator()
     cases = []
     for _ in range(16):
-        beams, vocab = _randint(1, 6, generator), _randint(2, 30, generator)
-        beam_size = _randint(1, min(beams * vocab, 8), generator)
+        beams, vocab = random_int(1, 6, generator), random_int(2, 30, generator)
+        beam_size = random_int(1, min(beams * vocab, 8), generator)
         log_probs = torch.log_softmax(
             2 * torch.randn(beams, vocab, generator=generator, dtype=torch.float64), dim=-1)
         scores = -5 * torch.rand(beams, generator=generator, dtype=torch.float64)

@@ -13,12 +13,9 @@ from transformer_book.course.exercises.core import (
     exercise,
     expect_equal,
     fresh_generator,
+    random_int,
 )
 from transformer_book.nn.config import TransformerConfig
-
-
-def _randint(low: int, high: int, generator: torch.Generator) -> int:
-    return int(torch.randint(low, high + 1, (1,), generator=generator))
 
 
 @exercise("12.1", "forward FLOPs of the Transformer")
@@ -33,13 +30,13 @@ def check_transformer_forward_flops(transformer_forward_flops) -> str:
          "1 encoder layer and 3 decoder layers"),
     ]
     for _ in range(12):
-        heads = _randint(1, 4, generator)
+        heads = random_int(1, 4, generator)
         config = TransformerConfig(
-            vocab_size=_randint(10, 500, generator), d_model=heads * _randint(1, 16, generator),
-            num_heads=heads, num_encoder_layers=_randint(1, 4, generator),
-            num_decoder_layers=_randint(1, 4, generator), d_ff=_randint(1, 300, generator),
-            tie_embeddings=bool(_randint(0, 1, generator)))
-        s, t = _randint(1, 80, generator), _randint(1, 80, generator)
+            vocab_size=random_int(10, 500, generator), d_model=heads * random_int(1, 16, generator),
+            num_heads=heads, num_encoder_layers=random_int(1, 4, generator),
+            num_decoder_layers=random_int(1, 4, generator), d_ff=random_int(1, 300, generator),
+            tie_embeddings=bool(random_int(0, 1, generator)))
+        s, t = random_int(1, 80, generator), random_int(1, 80, generator)
         cases.append((config, s, t, f"a random config (d_model={config.d_model}, "
                                     f"d_ff={config.d_ff}, N={config.num_encoder_layers}+"
                                     f"{config.num_decoder_layers}, V={config.vocab_size}), "

@@ -132,6 +132,11 @@ def check(exercise_id: str, candidate: Callable[..., Any]) -> None:
 # --------------------------------------------------------------------------- helpers
 
 
+def random_int(low: int, high: int, generator: torch.Generator) -> int:
+    """A random integer in ``[low, high]`` from ``generator`` (the checkers' fresh inputs)."""
+    return int(torch.randint(low, high + 1, (1,), generator=generator))
+
+
 def fresh_generator(device: str | torch.device = "cpu") -> torch.Generator:
     """A ``torch.Generator`` seeded from the operating system: new inputs every run."""
     generator = torch.Generator(device=device)
