@@ -179,7 +179,7 @@ def scaled_dot_product_attention(
         batch = torch.broadcast_shapes(q.shape[:-2], k.shape[:-2])
         check_mask(mask, (*batch, q.shape[-2], k.shape[-2]), q.device)
     out, weights = explicit_attention(q, k, v, mask, dropout_p)
-    if free_to_read(out) and not bool(torch.isfinite(out).all()):  # one read: say why
+    if free_to_read(out) and not bool(torch.isfinite(out.detach()).all()):  # one read
         for name, value in (("q", q), ("k", k), ("v", v)):
             require_finite_tensor(value, name)
         raise fail("q, k", "scores q·kᵀ/√d_k that are finite", "scores that overflow")

@@ -149,6 +149,6 @@ def require_tensor(
 def require_finite_tensor(value: torch.Tensor, argument: str) -> torch.Tensor:
     """Refuse NaN or infinity in a floating tensor. This reads the values, so it synchronises
     with the device: call it at an entry point, never inside ``forward``."""
-    if value.is_floating_point() and not bool(torch.isfinite(value).all()):
+    if value.is_floating_point() and not bool(torch.isfinite(value.detach()).all()):
         raise fail(argument, "finite values", "NaN or infinity")
     return value
