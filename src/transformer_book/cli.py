@@ -47,12 +47,6 @@ class _Parser(argparse.ArgumentParser):
         raise _UsageError(f"{self.prog}: error: {message} (see {self.prog} --help)")
 
 
-def _check_writable(path: Path, argument: str, folder: bool = True) -> None:
-    from transformer_book.util.files import require_writable
-
-    require_writable(path, argument, folder)
-
-
 def _check_device(device: str | None) -> None:
     """``--device`` names a device this machine has: cpu, mps, cuda or cuda:N."""
     from transformer_book.util.env import require_device
@@ -82,6 +76,7 @@ def _cmd_train(args: argparse.Namespace) -> int:
     from transformer_book.run.config import load_run_config
     from transformer_book.train.loop import train
     from transformer_book.train.step import NonFiniteLossError
+    from transformer_book.util.files import require_writable
 
     config = load_run_config(args.config)
     if args.max_steps is not None:
@@ -90,8 +85,8 @@ def _cmd_train(args: argparse.Namespace) -> int:
         config.train.max_minutes = args.max_minutes
     config.validate(f"{args.config} (with command-line overrides)")
     name = Path(args.config).stem
-    _check_writable(args.out or Path("runs") / name, "--out")
-    _check_writable(args.results, "--results")
+    require_writable(args.out or Path("runs") / name, "--out")
+    require_writable(args.results, "--results")
     _check_device(args.device)
     try:
         result = train(
@@ -198,6 +193,7 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
 def _check_evaluate_arguments(args: argparse.Namespace) -> None:
     """What ``evaluate`` is asked, checked before the checkpoint or the data is loaded."""
     from transformer_book.data.multi30k import MULTI30K_SPLITS
+    from transformer_book.util.files import require_writable
     from transformer_book.util.validation import require_one_of, require_positive_int
 
     if args.limit is not None:
@@ -207,9 +203,9 @@ def _check_evaluate_arguments(args: argparse.Namespace) -> None:
     require_one_of(args.split, "--split", MULTI30K_SPLITS)
     _check_decoding_arguments(args)
     if args.results is not None:
-        _check_writable(args.results, "--results")
+        require_writable(args.results, "--results")
     if args.hypotheses is not None:
-        _check_writable(args.hypotheses, "--hypotheses", folder=False)
+        require_writable(args.hypotheses, "--hypotheses", folder=False)
 
 
 def _evaluation_record(args: argparse.Namespace, trained: Any, pairs: list[tuple[str, str]],
