@@ -187,7 +187,7 @@ def test_a_beam_holding_every_hypothesis_finds_the_best_one() -> None:
     """Tokens {<eos>, 3, 4, 5} (the others can never be generated), at most 3 tokens: 40
     hypotheses, checked exhaustively. A beam of 36 (no wider than the vocabulary of 40)
     keeps every candidate at every step: 4, then 12, then 36, then 27 forced <eos>."""
-    m = tiny(vocab=40, seed=5)
+    m = tiny(vocab=40, seed=5, generator_bias=True)  # a bias to steer with
     with torch.no_grad():
         m.generator.bias[6:] = -math.inf
     src = torch.tensor([[3, 4, 5, 4], [5, 5, 0, 0]])
@@ -220,7 +220,7 @@ def test_eos_stops_each_sentence_and_is_never_returned(trained: Transformer,
 
 def test_immediate_eos_gives_empty_outputs_and_min_len_delays_it(
         sources: torch.Tensor) -> None:
-    m = tiny()
+    m = tiny(generator_bias=True)
     with torch.no_grad():
         m.generator.bias[m.config.eos_id] = 50.0  # <eos> always wins
     assert greedy_decode(m, sources) == [[]] * 6
@@ -230,14 +230,14 @@ def test_immediate_eos_gives_empty_outputs_and_min_len_delays_it(
 
 
 def test_maximum_lengths_follow_section_6_1() -> None:
-    m = tiny()
+    m = tiny(generator_bias=True)
     with torch.no_grad():
         m.generator.bias[m.config.eos_id] = -50.0  # <eos> never wins
     src = torch.tensor([[5, 6, 7, 0, 0, 0, 0, 0, 0, 0], [5] * 10])
     assert [len(o) for o in greedy_decode(m, src)] == [53, 60]  # source length + 50
     assert [len(o) for o in greedy_decode(m, src, max_len_a=0.0, max_len_b=4)] == [4, 4]
     assert [len(o) for o in beam_search(m, src, max_len_a=1.0, max_len_b=2)] == [5, 12]
-    short = tiny(max_len=20)
+    short = tiny(max_len=20, generator_bias=True)
     with torch.no_grad():
         short.generator.bias[short.config.eos_id] = -50.0
     assert [len(o) for o in greedy_decode(short, src)] == [19, 19]  # capped by positions

@@ -19,9 +19,9 @@ def count(config):
     ffn = 2 * d * f + f + d
     encoder = config.num_encoder_layers * (attention + ffn + 4 * d)
     decoder = config.num_decoder_layers * (2 * attention + ffn + 6 * d)
-    embeddings = (1 if config.tie_embeddings else 3) * v * d + v
+    embeddings = (1 if config.tie_embeddings else 3) * v * d + v * config.generator_bias
     positions = 2 * config.max_len * d if config.positional == "learned" else 0
-    return encoder + decoder + 4 * d + embeddings + positions
+    return encoder + decoder + 4 * d * config.final_norm + embeddings + positions
 
 
 def test_09_1_passes_the_wrapper_and_fails_the_classic_mistakes():
@@ -51,9 +51,10 @@ def test_09_1_not_attempted():
 
 def test_09_2_passes_the_closed_form_and_fails_forgotten_terms():
     assert run_check("09.2", count).passed
-    result = run_check("09.2", lambda c: count(c) - c.vocab_size)  # forgot the output bias
+    result = run_check("09.2", lambda c: count(c) + c.vocab_size)  # a bias always
     assert result.status == "failed" and "off by" in result.detail
-    assert run_check("09.2", lambda c: count(c) - 4 * c.d_model).status == "failed"  # final norms
+    always_norms = lambda c: count(c.replace(final_norm=True))  # noqa: E731
+    assert run_check("09.2", always_norms).status == "failed"
     untied_always = lambda c: count(c.replace(tie_embeddings=False))  # noqa: E731
     assert run_check("09.2", untied_always).status == "failed"
     assert run_check("09.2", lambda c: "many").status == "failed"

@@ -43,12 +43,15 @@ def ids(b: int, length: int, seed: int, lengths: list[int] | None = None) -> tor
 # ----------------------------------------------------------------------------- parameters
 
 
-def test_base_model_has_about_65_million_parameters_63121544() -> None:
-    """Table 3: the base model has 65 × 10^6 parameters (shared 37000-token vocabulary)."""
+def test_base_model_has_about_65_million_parameters_63082496() -> None:
+    """Table 3: the base model has 65 × 10^6 parameters (shared 37000-token vocabulary);
+    nn.Transformer's layout adds two final LayerNorms and a generator bias."""
     base = Transformer(TransformerConfig.preset("base", 37000))
     n = count_parameters(base)
-    assert n == 63_121_544, n
+    assert n == 63_082_496, n
     assert abs(n - 65e6) < 2e6, f"{n} parameters, paper says 65M"
+    torch_layout = TransformerConfig.preset("base", 37000, final_norm=True, generator_bias=True)
+    assert count_parameters(Transformer(torch_layout)) == n + 2 * 2 * 512 + 37000
 
 
 def test_tied_embeddings_are_one_matrix_and_untied_are_three() -> None:
@@ -85,8 +88,9 @@ def test_post_ln_layer_output_is_normalised_and_pre_ln_is_not() -> None:
 
 
 def reference(norm_first: bool, seed: int = 0):
-    """nn.Transformer + shared embedding + tied generator (with bias), float64, dropout off."""
-    cfg = config(norm_first=norm_first)
+    """nn.Transformer + shared embedding + tied generator (with bias), float64, dropout off:
+    our model in nn.Transformer's layout (final norms, generator bias)."""
+    cfg = config(norm_first=norm_first, final_norm=True, generator_bias=True)
     torch.manual_seed(seed)
     ref = nn.Transformer(cfg.d_model, cfg.num_heads, cfg.num_encoder_layers,
                          cfg.num_decoder_layers, cfg.d_ff, dropout=0.0, batch_first=True,
@@ -140,6 +144,36 @@ def test_from_torch_rejects_a_mismatched_config() -> None:
         Transformer.from_torch(ref.encoder, embedding, generator, cfg)
     ours = Transformer.from_torch(ref, embedding, untied, cfg.replace(tie_embeddings=False))
     torch.testing.assert_close(ours.generator.weight, untied.weight)
+    with pytest.raises(ValueError, match="config: expected final_norm=True"):
+        Transformer.from_torch(ref, embedding, generator, cfg.replace(final_norm=False))
+    with pytest.raises(ValueError, match="generator: expected no bias"):
+        Transformer.from_torch(ref, embedding, generator, cfg.replace(generator_bias=False))
+
+
+# ----------------------------------------------------------------------------- the paper's layout
+
+def test_the_default_is_the_papers_layout() -> None:
+    """Post-LN stacks end with their last layer's LayerNorm and the generator has no bias
+    (Section 3.1, 3.4); nn.Transformer's layout adds 2 LayerNorms and a bias: 4·d + V."""
+    paper = Transformer(config()).eval()
+    assert isinstance(paper.encoder.norm, nn.Identity)
+    assert isinstance(paper.decoder.norm, nn.Identity)
+    assert paper.generator.bias is None
+    torch_layout = Transformer(config(final_norm=True, generator_bias=True))
+    d = paper.config.d_model
+    assert count_parameters(torch_layout) - count_parameters(paper) == 4 * d + V
+    assert config(norm_first=True).final_norm is True  # pre-LN needs its final norm
+    with pytest.raises(ValueError, match="final_norm: expected True with norm_first=True"):
+        config(norm_first=True, final_norm=False)
+
+
+def test_a_config_saved_before_the_layout_fields_loads_as_it_was_trained() -> None:
+    saved = config(final_norm=True, generator_bias=True).to_dict()
+    del saved["final_norm"], saved["generator_bias"]
+    old = TransformerConfig.from_dict(saved)
+    assert (old.final_norm, old.generator_bias) == (True, True)
+    new = config().to_dict()
+    assert TransformerConfig.from_dict(new) == config()
 
 
 # ----------------------------------------------------------------------------- invariants

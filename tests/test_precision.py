@@ -125,7 +125,7 @@ def test_train_step_does_not_advance_the_schedule_on_a_skipped_step():
     optimizer, scheduler = make_optimizer(model, 8, warmup_steps=4)
     scaler = torch.amp.GradScaler("cpu")
     # An fp16 gradient that overflowed: inf in one parameter's gradient.
-    model.generator.bias.register_hook(lambda grad: grad + float("inf"))
+    model.generator.weight.register_hook(lambda grad: grad + float("inf"))
     trainer = Trainer(model, optimizer, scheduler, 0.1, "fp32", None, scaler)
     before = [p.detach().clone() for p in model.parameters()]
     lr = optimizer.param_groups[0]["lr"]

@@ -21,6 +21,10 @@ from transformer_book.util.validation import (
 
 POSITIONAL_KINDS = ("sinusoidal", "learned")
 
+# nn.Transformer's layout (a final LayerNorm after each stack, a generator bias): what every
+# model of this course was before the paper's layout became the default.
+LEGACY_LAYOUT: dict[str, Any] = {"final_norm": True, "generator_bias": True}
+
 # Table 3: "base" and "big" rows; "tiny" and "small" are this course's CPU sizes.
 PRESETS: dict[str, dict[str, Any]] = {
     # Toy tasks and unit tests: trains in seconds on a CPU.
@@ -60,6 +64,13 @@ class TransformerConfig:
         pad_id / bos_id / eos_id: special token ids.
         norm_first: False is the paper's post-LN ``LayerNorm(x + Sublayer(x))``;
             True is pre-LN ``x + Sublayer(LayerNorm(x))``.
+        final_norm: a LayerNorm after the last layer of each stack. The paper's post-LN
+            stacks have none (each layer already ends in one); ``nn.Transformer`` always
+            adds it, and pre-LN needs it (its residual stream is never normalised
+            otherwise). ``None`` (default) means "as ``norm_first``": False for the paper.
+        generator_bias: a bias in the pre-softmax linear transformation. Section 3.4 shares
+            the embedding matrix with it and names no bias (False, the default);
+            ``nn.Transformer``-style models add one (True).
         tie_embeddings: Section 3.4, "we share the same weight matrix between the two
             embedding layers and the pre-softmax linear transformation" (joint vocabulary).
         positional: "sinusoidal" (Section 3.5) or "learned" (Table 3, row E).
@@ -80,6 +91,8 @@ class TransformerConfig:
     bos_id: int = 1
     eos_id: int = 2
     norm_first: bool = False
+    final_norm: bool | None = None
+    generator_bias: bool = False
     tie_embeddings: bool = True
     positional: str = "sinusoidal"
     layer_norm_eps: float = 1e-5
@@ -103,8 +116,14 @@ class TransformerConfig:
         require(self.positional in POSITIONAL_KINDS, "positional",
                 f"one of {POSITIONAL_KINDS}", repr(self.positional))
         require(isinstance(self.norm_first, bool), "norm_first", "a bool", repr(self.norm_first))
-        require(isinstance(self.tie_embeddings, bool), "tie_embeddings", "a bool",
-                repr(self.tie_embeddings))
+        if self.final_norm is None:
+            object.__setattr__(self, "final_norm", self.norm_first)
+        for name in ("final_norm", "generator_bias", "tie_embeddings"):
+            require(isinstance(getattr(self, name), bool), name, "a bool",
+                    repr(getattr(self, name)))
+        require(self.final_norm or not self.norm_first, "final_norm",
+                "True with norm_first=True (a pre-LN stack's output is never normalised "
+                "otherwise)", self.final_norm)
         eps = self.layer_norm_eps
         require(isinstance(eps, (int, float)) and not isinstance(eps, bool)
                 and math.isfinite(eps) and eps > 0, "layer_norm_eps", "a positive number",
@@ -137,9 +156,16 @@ class TransformerConfig:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> TransformerConfig:
-        """Inverse of :meth:`to_dict`; unknown keys raise a ``ValueError`` listing them."""
+        """Inverse of :meth:`to_dict`; unknown keys raise a ``ValueError`` listing them.
+
+        A dict saved before ``final_norm`` and ``generator_bias`` existed (no such keys)
+        describes the layout every model had then, ``nn.Transformer``'s: final norms and a
+        generator bias. Old checkpoints therefore load as they were trained.
+        """
         require(isinstance(d, dict), "d", "a dict", type(d).__name__)
         _check_keys(d, "d")
+        if "final_norm" not in d and "generator_bias" not in d:
+            d = {**d, **LEGACY_LAYOUT}
         return cls(**d)
 
     def replace(self, **changes: Any) -> TransformerConfig:

@@ -12,12 +12,12 @@ Residual dropout (Section 5.4): "We apply dropout to the output of each sub-laye
 is added to the sub-layer input and normalized."
 
 ``norm_first=False`` (default) is the paper's post-LN ``LayerNorm(x + Dropout(Sublayer(x)))``;
-``norm_first=True`` is pre-LN ``x + Dropout(Sublayer(LayerNorm(x)))``. Each stack ends with a
-final LayerNorm in *both* cases, exactly as ``nn.Transformer`` builds its encoder and decoder
-(``encoder.norm`` / ``decoder.norm`` always exist there), so that its weights load one to one.
-With pre-LN that final norm is needed (the residual stream is never normalised otherwise);
-with post-LN it is an extra LayerNorm the paper does not have (harmless: it re-normalises an
-already normalised stream with a learned scale and shift).
+``norm_first=True`` is pre-LN ``x + Dropout(Sublayer(LayerNorm(x)))``. With
+``config.final_norm`` each stack ends with one more LayerNorm, as ``nn.Transformer`` builds
+its encoder and decoder (``encoder.norm`` / ``decoder.norm`` always exist there), so that its
+weights load one to one. Pre-LN needs that final norm (the residual stream is never
+normalised otherwise); the paper's post-LN stacks have none (each layer already ends in a
+LayerNorm), so by default post-LN stacks end with ``nn.Identity``.
 
 Masks are boolean, True = may attend (see :mod:`transformer_book.nn.attention`).
 """
@@ -196,9 +196,16 @@ class DecoderLayer(_Residual):
         return x, self_weights, cross_weights
 
 
+def _final_norm(config: TransformerConfig) -> nn.Module:
+    """The stack's last module: a LayerNorm with ``config.final_norm``, else the identity."""
+    if config.final_norm:
+        return nn.LayerNorm(config.d_model, eps=config.layer_norm_eps)
+    return nn.Identity()
+
+
 class Encoder(nn.Module):
-    """Section 3.1: "a stack of N = 6 identical layers", then a final LayerNorm (as in
-    ``nn.Transformer``; see the module docstring).
+    """Section 3.1: "a stack of N = 6 identical layers", then, with ``config.final_norm``,
+    a final LayerNorm (as in ``nn.Transformer``; see the module docstring).
 
     ``forward(x (B, S, d_model), mask=None, need_weights=False)`` -> ``(memory (B, S,
     d_model), weights)`` with ``weights`` a list of N ``(B, h, S, S)`` (empty unless
@@ -209,7 +216,7 @@ class Encoder(nn.Module):
         super().__init__()
         self.layers = nn.ModuleList(EncoderLayer(config)
                                     for _ in range(config.num_encoder_layers))
-        self.norm = nn.LayerNorm(config.d_model, eps=config.layer_norm_eps)
+        self.norm = _final_norm(config)
 
     def forward(
         self, x: torch.Tensor, mask: torch.Tensor | None = None, need_weights: bool = False
@@ -224,7 +231,7 @@ class Encoder(nn.Module):
 
 class Decoder(nn.Module):
     """Section 3.1: "The decoder is also composed of a stack of N = 6 identical layers",
-    then a final LayerNorm (as in ``nn.Transformer``).
+    then, with ``config.final_norm``, a final LayerNorm (as in ``nn.Transformer``).
 
     ``forward(x (N, T, d_model), memory (B, S, d_model), memory_mask=None, cache=None,
     need_weights=False)`` -> ``(y (N, T, d_model), self_weights, cross_weights)``, the
@@ -236,7 +243,7 @@ class Decoder(nn.Module):
         super().__init__()
         self.layers = nn.ModuleList(DecoderLayer(config)
                                     for _ in range(config.num_decoder_layers))
-        self.norm = nn.LayerNorm(config.d_model, eps=config.layer_norm_eps)
+        self.norm = _final_norm(config)
 
     def forward(
         self,

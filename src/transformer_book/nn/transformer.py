@@ -81,10 +81,12 @@ class Transformer(nn.Module):
                 nn.init.xavier_uniform_(p)
         self.src_embed = nn.Embedding(vocab, d)
         self.tgt_embed = self.src_embed if config.tie_embeddings else nn.Embedding(vocab, d)
-        self.generator = nn.Linear(d, vocab)  # the pre-softmax linear transformation
+        # The pre-softmax linear transformation (Section 3.4: no bias, unless config says so).
+        self.generator = nn.Linear(d, vocab, bias=config.generator_bias)
         for embedding in {self.src_embed, self.tgt_embed}:
             nn.init.normal_(embedding.weight, std=d**-0.5)
-        nn.init.zeros_(self.generator.bias)
+        if config.generator_bias:
+            nn.init.zeros_(self.generator.bias)
         if config.tie_embeddings:
             self.generator.weight = self.tgt_embed.weight
         self.src_pos = _positional(config)
@@ -231,6 +233,9 @@ class Transformer(nn.Module):
 
         (``batch_first`` does not change the weights.) The embedding serves source and
         target; with ``config.tie_embeddings`` the generator's weight must equal it.
+        ``nn.Transformer`` always ends its stacks with a LayerNorm, so ``config`` must have
+        ``final_norm=True`` (its layout, not the paper's default), and
+        ``config.generator_bias`` must say whether ``generator`` has a bias.
         """
         _check_torch_layout(transformer, embedding, generator, config)
         enc, dec = transformer.encoder, transformer.decoder
@@ -289,6 +294,12 @@ def _check_torch_layout(transformer: nn.Transformer, embedding: nn.Embedding,
             "transformer", "ReLU activations (Section 3.3)", "another activation")
     require(enc.norm is not None and dec.norm is not None, "transformer",
             "final encoder/decoder LayerNorms (as nn.Transformer builds them)", "None")
+    require(config.final_norm, "config", "final_norm=True (nn.Transformer's stacks end in a "
+            "LayerNorm; TransformerConfig(..., final_norm=True, generator_bias=True))",
+            "final_norm=False")
+    require((generator.bias is not None) == config.generator_bias, "generator",
+            f"{'a' if config.generator_bias else 'no'} bias (config.generator_bias="
+            f"{config.generator_bias})", "a bias" if generator.bias is not None else "no bias")
     require(tuple(embedding.weight.shape) == (vocab, d), "embedding",
             f"weight shape (vocab_size={vocab}, d_model={d})", tuple(embedding.weight.shape))
     require(tuple(generator.weight.shape) == (vocab, d), "generator",

@@ -376,10 +376,18 @@ def list_checkpoints(run_dir: str | Path, pattern: str = "step_*") -> list[Path]
     return [path for *_, path in sorted(found)]
 
 
-def prune_checkpoints(run_dir: str | Path, keep_last: int, pattern: str = "step_*") -> list[Path]:
-    """Delete all but the ``keep_last`` latest checkpoints; return the deleted folders."""
+def prune_checkpoints(run_dir: str | Path, keep_last: int, pattern: str = "step_*",
+                      keep_best: int = 0, val_loss: dict[int, float] | None = None) -> list[Path]:
+    """Delete every checkpoint but the ``keep_last`` latest and the ``keep_best`` with the
+    lowest validation loss (``val_loss``: step -> loss; checkpoints of steps without one
+    are ranked by age alone); return the deleted folders."""
     require_positive_int(keep_last, "keep_last")
-    doomed = list_checkpoints(run_dir, pattern)[:-keep_last]
+    require_positive_int(keep_best, "keep_best", minimum=0)
+    found = [(read_step(path), path) for path in list_checkpoints(run_dir, pattern)]
+    scored = sorted((val_loss[step], step, path) for step, path in found
+                    if val_loss and step in val_loss)
+    keep = {path for _, path in found[-keep_last:]} | {path for *_, path in scored[:keep_best]}
+    doomed = [path for _, path in found if path not in keep]
     for path in doomed:
         shutil.rmtree(path)
     return doomed

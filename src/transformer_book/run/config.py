@@ -87,6 +87,7 @@ class TrainSection:
     eval_every: int = 500
     checkpoint_every: int = 1000
     keep_last: int = 5
+    keep_best: int = 5
     seed: int = 0
     precision: str = "auto"
 
@@ -224,7 +225,8 @@ def _check_train(t: TrainSection, model: TransformerConfig, source: str) -> None
     """``[train]``: budgets, schedule, accumulation, intervals, seed and precision."""
     where = f"{source} [train]"
     for name, minimum in (("warmup_steps", 1), ("accumulation", 1), ("eval_every", 1),
-                          ("checkpoint_every", 1), ("keep_last", 1), ("seed", 0)):
+                          ("checkpoint_every", 1), ("keep_last", 1), ("keep_best", 0),
+                          ("seed", 0)):
         require_positive_int(getattr(t, name), f"{where} {name}", minimum)
     require(t.max_steps is not None or t.max_minutes is not None,
             f"{where} max_steps/max_minutes", "at least one budget", "neither")

@@ -124,7 +124,7 @@ def train(
     sessions too). Validation loss and greedy BLEU on the first ``bleu_sentences`` val
     sentences run every ``eval_every`` steps, at each epoch's end and at the end; the
     checkpoints (``out_dir/step_XXXXXXXX``) every ``checkpoint_every`` steps and at the
-    end, the last ``keep_last`` kept.
+    end; the last ``keep_last`` and the ``keep_best`` of lowest val loss are kept.
 
     Args:
         run_config: the run (see ``configs/*.toml`` and :func:`load_run_config`).

@@ -30,7 +30,8 @@ __all__ = ["BOOKKEEPING", "ConfigMismatchError", "RunState", "check_compatible",
 
 # [train] settings a resumed run may change: they say how long to train and what to keep,
 # not how the weights are updated.
-BOOKKEEPING = ("max_steps", "max_minutes", "eval_every", "checkpoint_every", "keep_last")
+BOOKKEEPING = ("max_steps", "max_minutes", "eval_every", "checkpoint_every", "keep_last",
+               "keep_best")
 
 
 class ConfigMismatchError(BookError):
@@ -61,7 +62,7 @@ def check_compatible(meta: dict[str, Any], run_config: RunConfig, config: Transf
     and its new value.
 
     Every ``[train]`` setting counts except :data:`BOOKKEEPING` (``max_steps``,
-    ``max_minutes``, the evaluation and checkpoint intervals, ``keep_last``): a changed
+    ``max_minutes``, the evaluation and checkpoint intervals, ``keep_last``, ``keep_best``): a changed
     ``lr_factor``, ``warmup_steps``, ``clip_norm``, ``precision``, ``accumulation`` or
     ``seed`` would change the run half-way while its record shows one value for all of
     it. ``precision``, when given, is the one this session trains in ("fp32", "bf16",

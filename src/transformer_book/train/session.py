@@ -145,8 +145,8 @@ def open_session(run_config: RunConfig, out_dir: Path, options: TrainOptions, in
 
 
 def save_session(run: Session) -> Path | None:
-    """Everything an exact resume needs (rank 0 writes it); the oldest beyond ``keep_last``
-    are removed. Weights that are not all finite are never saved: every process raises
+    """Everything an exact resume needs (rank 0 writes it); then only the ``keep_last``
+    newest checkpoints and the ``keep_best`` of lowest validation loss are kept. Weights that are not all finite are never saved: every process raises
     :class:`NonFiniteLossError` instead (one read of the device per checkpoint)."""
     trainer = run.trainer
     _require_finite_weights(run.raw_model, trainer.step)
@@ -161,7 +161,9 @@ def save_session(run: Session) -> Path | None:
                "evals": run.evals, "train_seconds": run.previous_seconds + run.watch.seconds,
                "world_size": run.info.world_size, "precision": trainer.precision,
                "scaler": trainer.scaler.state_dict() if trainer.scaler is not None else None})
-    prune_checkpoints(run.out_dir, run.run_config.train.keep_last)
+    t = run.run_config.train
+    prune_checkpoints(run.out_dir, t.keep_last, keep_best=t.keep_best,
+                      val_loss={e["step"]: e["val_loss"] for e in run.evals})
     return path
 
 

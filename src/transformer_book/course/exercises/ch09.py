@@ -162,14 +162,17 @@ def _random_model_config(generator: torch.Generator) -> TransformerConfig:
         max_len=random_int(1, 64, generator),
         tie_embeddings=bool(random_int(0, 1, generator)),
         positional=("sinusoidal", "learned")[random_int(0, 1, generator)],
-        norm_first=bool(random_int(0, 1, generator)),
+        norm_first=(norm_first := bool(random_int(0, 1, generator))),
+        final_norm=norm_first or bool(random_int(0, 1, generator)),
+        generator_bias=bool(random_int(0, 1, generator)),
     )
 
 
 def _describe(config: TransformerConfig) -> str:
     return (f"vocab_size={config.vocab_size}, d_model={config.d_model}, "
             f"N={config.num_encoder_layers}+{config.num_decoder_layers}, d_ff={config.d_ff}, "
-            f"tie_embeddings={config.tie_embeddings}, positional={config.positional!r}, "
+            f"tie_embeddings={config.tie_embeddings}, final_norm={config.final_norm}, "
+            f"generator_bias={config.generator_bias}, positional={config.positional!r}, "
             f"max_len={config.max_len}")
 
 
@@ -183,6 +186,7 @@ def check_count_transformer_parameters(count_transformer_parameters) -> str:
         TransformerConfig.preset("base", vocab_size=37000),
         TransformerConfig.preset("big", vocab_size=37000),
         TransformerConfig.preset("base", vocab_size=37000, tie_embeddings=False),
+        TransformerConfig.preset("base", vocab_size=37000, final_norm=True, generator_bias=True),
         TransformerConfig.preset("tiny", vocab_size=16, positional="learned", max_len=32),
         TransformerConfig(vocab_size=3, d_model=2, num_heads=1, num_encoder_layers=1,
                           num_decoder_layers=1, d_ff=1, max_len=1),
@@ -201,6 +205,7 @@ def check_count_transformer_parameters(count_transformer_parameters) -> str:
                                   f"received {received:,} (off by {received - expected:+,})")
     return (
         f"matched count_parameters(Transformer(config)) on {len(configs)} configs: random "
-        "widths, depths and vocabularies, tied and untied embeddings, sinusoidal and learned "
-        "positions, and the base and big presets"
+        "widths, depths and vocabularies, tied and untied embeddings, with and without final "
+        "norms and a generator bias, sinusoidal and learned positions, and the base and big "
+        "presets"
     )
