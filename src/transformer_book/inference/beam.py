@@ -83,13 +83,13 @@ class _Search:
     sentence: list[int]
 
     @classmethod
-    def start(cls, limits: torch.Tensor, alpha: float) -> _Search:
+    def start(cls, limits: torch.Tensor, alpha: float, dtype: torch.dtype) -> _Search:
         b, device = limits.shape[0], limits.device
-        return cls(scores=torch.zeros((b, 1), device=device),
-                   best=torch.full((b,), -math.inf, device=device),
+        return cls(scores=torch.zeros((b, 1), dtype=dtype, device=device),
+                   best=torch.full((b,), -math.inf, dtype=dtype, device=device),
                    count=torch.zeros(b, dtype=torch.long, device=device),
                    done=torch.zeros(b, dtype=torch.bool, device=device),
-                   limits=limits, final_lp=length_penalty(limits + 1, alpha),
+                   limits=limits, final_lp=length_penalty(limits.to(dtype) + 1, alpha),
                    sentence=list(range(b)))
 
     def keep(self, rows: torch.Tensor) -> None:
@@ -114,12 +114,12 @@ def _restrict(logp: torch.Tensor, t: int, limits: torch.Tensor, min_len: int,
 
 def _finish(search: _Search, finished: list[list[tuple[float, list[int]]]],
             cand: torch.Tensor, token: torch.Tensor, rows: torch.Tensor, prefix: torch.Tensor,
-            t: int, alpha: float, eos_id: int) -> torch.Tensor:
+            t: int, alpha: float, eos_id: int) -> None:
     """Move the candidates among the top K of ``cand (B, 2K)`` that end in ``<eos>`` to
-    their sentence's ``finished`` list, scored ``log P / lp``; return them, bool ``(B, 2K)``."""
+    their sentence's ``finished`` list, scored ``log P / lp``."""
     k = cand.shape[1] // 2
     ends = (token == eos_id) & cand.isfinite()
-    ends[:, k:] = False  # only <eos> among the top K finishes a hypothesis
+    ends[:, k:] = False  # only <eos> among the top K finishes a hypothesis ...
     if bool(ends.any()):
         lp = length_penalty(t + 1, alpha)
         at, slot = ends.nonzero(as_tuple=True)
@@ -131,16 +131,20 @@ def _finish(search: _Search, finished: list[list[tuple[float, list[int]]]],
             0, at, torch.tensor(ended, dtype=search.best.dtype, device=cand.device),
             reduce="amax")
         search.count += ends.sum(1)
-    return ends
 
 
 def _survive(search: _Search, cand: torch.Tensor, token: torch.Tensor, rows: torch.Tensor,
-             ends: torch.Tensor, forced: torch.Tensor, stop: str,
+             eos_id: int, forced: torch.Tensor, stop: str,
              ) -> tuple[torch.Tensor, torch.Tensor]:
     """The K best candidates not ending in ``<eos>`` live on: ``(B, 2K) -> (B, K)`` scores
-    (into ``search``), tokens and the prefix rows they extend; marks the sentences done."""
+    (into ``search``), tokens and the prefix rows they extend; marks the sentences done.
+
+    ... and no ``<eos>`` among all 2K lives on (as in fairseq): an ``<eos>`` ranked between
+    K and 2K is dropped, never extended past its end. Each of the K live hypotheses has one
+    ``<eos>`` extension, so at least K of the 2K candidates do not end in it."""
     k2 = cand.shape[1]
-    order = (ends.long() * k2 + torch.arange(k2, device=cand.device)).argsort(dim=1)
+    ended = token == eos_id  # (B, 2K): finished (the top K) or dropped (the rest)
+    order = (ended.long() * k2 + torch.arange(k2, device=cand.device)).argsort(dim=1)
     keep = order[:, : k2 // 2]
     search.scores, token = cand.gather(1, keep), token.gather(1, keep)  # (B, K) each
     rows = rows.gather(1, keep)  # (B, K): the prefix row each survivor extends
@@ -167,9 +171,10 @@ def beam_search(
     (``B · beam_size`` decoder rows): ``src_ids (B, S)`` -> B lists of ids.
 
     Each step extends every live hypothesis by every token, keeps the ``2 · beam_size``
-    best by log-probability, moves those ending in ``<eos>`` (among the top ``beam_size``)
-    to the sentence's finished list with score ``log P / lp`` and keeps the ``beam_size``
-    best others alive. A sentence stops when no live hypothesis can still beat its best
+    best by log-probability, moves those ending in ``<eos>`` among the top ``beam_size`` to
+    the sentence's finished list with score ``log P / lp``, and keeps alive the
+    ``beam_size`` best of the 2K that do not end in ``<eos>`` (an ``<eos>`` ranked below
+    ``beam_size`` is dropped: it neither finishes nor lives on). A sentence stops when no live hypothesis can still beat its best
     finished one (log-probabilities only fall, lp is at most lp(max length)) or at its
     maximum length ``max_len_a · source length + max_len_b`` (Section 6.1: a = 1, b = 50),
     where ``<eos>`` is forced. Returns the best finished hypothesis of each sentence.
@@ -195,7 +200,9 @@ def beam_search(
         # Hypotheses of sentence i are rows i·W .. i·W + W - 1 of prefix: W = 1 (<bos>)
         # at the first step, then W = K.
         prefix = torch.full((b, 1), config.bos_id, dtype=torch.long, device=device)
-        search = _Search.start(limits, alpha)
+        # Scores in the stepper's dtype: float32, or float64 for a float64 model.
+        dtype = torch.promote_types(memory.dtype, torch.float32)
+        search = _Search.start(limits, alpha, dtype)
         for t in range(int(limits.max()) + 1):
             width = search.scores.shape[1]
             logp = stepper.step(prefix).view(b, width, vocab)  # (B·W, V) -> (B, W, V)
@@ -205,8 +212,8 @@ def beam_search(
             cand, idx = top_candidates(totals, 2 * k)
             beam, token = idx // vocab, idx % vocab  # (B, 2K) each
             rows = beam + torch.arange(b, device=device)[:, None] * width  # (B, 2K) of prefix
-            ends = _finish(search, finished, cand, token, rows, prefix, t, alpha, config.eos_id)
-            token, rows = _survive(search, cand, token, rows, ends, forced, stop)
+            _finish(search, finished, cand, token, rows, prefix, t, alpha, config.eos_id)
+            token, rows = _survive(search, cand, token, rows, config.eos_id, forced, stop)
             if bool(search.done.all()):
                 break
             prefix = _follow(search, stepper, prefix, token, rows)

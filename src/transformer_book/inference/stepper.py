@@ -70,7 +70,9 @@ class Stepper:
     def step(self, prefix: torch.Tensor) -> torch.Tensor:
         new = prefix[:, -1:] if self.cache is not None else prefix  # (N, 1) or (N, t)
         logits = self.model.decode(new, self.memory, self.src, cache=self.cache)  # (N, T, V)
-        scores = logits[:, -1].float().contiguous()  # (N, T, V) -> (N, V)
+        # (N, T, V) -> (N, V), in float32 at least (bf16/fp16 logits are promoted; a float64
+        # model keeps float64, so a float64 reference can check the search exactly).
+        scores = logits[:, -1].to(torch.promote_types(logits.dtype, torch.float32)).contiguous()
         if self.normalize:
             torch.log_softmax(scores, dim=-1, out=scores)  # in place: no second (N, V) tensor
         return scores.index_fill_(1, self.never, -math.inf)  # never generate <pad> or <bos>
