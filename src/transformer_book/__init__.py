@@ -10,7 +10,8 @@ The folders are floors, each built only on the ones below it (CONTRIBUTING.md ha
 - ``baselines``: RNNs, the GRU encoder-decoder, convolutional models, pooling, memory networks;
 - ``toy``: small attention models on toy tasks, and the one loop that fits them;
 - ``run``: a run's TOML configuration and its checkpoints;
-- ``inference``: greedy and beam search, translation, checkpoint averaging, sacreBLEU;
+- ``inference``: greedy and beam search, translation, checkpoint averaging, sacreBLEU and
+  the paired bootstrap;
 - ``train``: the objective, one training step, validation and the loop;
 - ``analysis``: complexity, compute and MFU, ablations;
 - ``course``: exercises and their checkers, figures, assignments, the chapter-model cache.
@@ -73,11 +74,12 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
         "save_folder", "tidy", "validate_metadata"
     ),
     "inference": (
-        "BleuResult", "MAX_SENTENCES_PER_BATCH", "STOPPING_RULES", "Stepper",
-        "TOP_BLOCKS", "TrainedModel", "average_checkpoints", "beam_search", "check_alpha",
-        "check_beam_size", "check_decoding", "corpus_bleu", "encode_sources",
-        "evaluation_mode", "greedy_decode", "length_penalty", "load_trained",
-        "output_length_limits", "resolve_checkpoint", "score_hypothesis",
+        "BleuResult", "Comparison", "MAX_SENTENCES_PER_BATCH", "SIGNIFICANCE_LEVEL",
+        "SIGNIFICANCE_METRICS", "STOPPING_RULES", "Stepper", "TOP_BLOCKS", "TrainedModel",
+        "average_checkpoints", "beam_search", "bootstrap_interval", "check_alpha",
+        "check_beam_size", "check_decoding", "compare_systems", "corpus_bleu",
+        "encode_sources", "evaluation_mode", "greedy_decode", "length_penalty",
+        "load_trained", "output_length_limits", "resolve_checkpoint", "score_hypothesis",
         "top_candidates", "translate", "translate_ids"
     ),
     "train": (

@@ -1,5 +1,6 @@
 """From a trained model to scored translations (Sections 6.1-6.2): greedy and beam search,
-the output-length limit, translating text, checkpoint averaging and sacreBLEU.
+the output-length limit, translating text, checkpoint averaging, sacreBLEU (BLEU, chrF++,
+TER) and the paired bootstrap that compares two systems.
 """
 
 from transformer_book.inference.averaging import (
@@ -25,6 +26,13 @@ from transformer_book.inference.scoring import (
     BleuResult,
     corpus_bleu,
 )
+from transformer_book.inference.significance import (
+    SIGNIFICANCE_LEVEL,
+    SIGNIFICANCE_METRICS,
+    Comparison,
+    bootstrap_interval,
+    compare_systems,
+)
 from transformer_book.inference.stepper import (
     Stepper,
     check_decoding,
@@ -43,9 +51,10 @@ from transformer_book.inference.translate import (
 )
 
 __all__ = [
-    "MAX_SENTENCES_PER_BATCH", "STOPPING_RULES", "TOP_BLOCKS", "BleuResult", "Stepper",
-    "TrainedModel", "average_checkpoints", "beam_search", "check_alpha", "check_beam_size",
-    "check_decoding", "corpus_bleu", "encode_sources", "evaluation_mode", "greedy_decode",
+    "MAX_SENTENCES_PER_BATCH", "SIGNIFICANCE_LEVEL", "SIGNIFICANCE_METRICS", "STOPPING_RULES",
+    "TOP_BLOCKS", "BleuResult", "Comparison", "Stepper", "TrainedModel", "average_checkpoints",
+    "beam_search", "bootstrap_interval", "check_alpha", "check_beam_size", "check_decoding",
+    "compare_systems", "corpus_bleu", "encode_sources", "evaluation_mode", "greedy_decode",
     "length_penalty", "load_trained", "output_length_limits", "resolve_checkpoint",
     "score_hypothesis", "top_candidates", "translate", "translate_ids"
 ]

@@ -2,20 +2,30 @@
 
 Section 6.1 reports BLEU on newstest2014 (Table 2). A BLEU number means little without the
 tokenisation and casing behind it, so every score here carries sacreBLEU's signature
-(Post, 2018). Two variants are computed on the same detokenised, cased text:
+(Post, 2018). Two BLEU variants are computed on the same detokenised, cased text:
 
 - the standard one (``13a`` tokenisation, case-sensitive) -- what sacreBLEU reports;
 - lowercased with ``intl`` tokenisation -- how most published Multi30k figures are made.
+
+Beside BLEU, two metrics that weigh errors differently, each with its signature:
+
+- chrF++ (Popović, 2015 and 2017): an F-score (recall weighted twice, β = 2) of character
+  6-grams plus word uni- and bigrams, ``CHRF(word_order=2)``; it gives partial credit for a
+  word with the right stem and the wrong ending, which BLEU scores as a plain miss;
+- TER (Snover et al., 2006): the edits (insertions, deletions, substitutions, shifts of
+  word sequences) per reference word that turn the hypothesis into the reference, in
+  percent; *lower* is better.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
-from sacrebleu.metrics import BLEU
+from sacrebleu.metrics import BLEU, CHRF, TER
 
-from transformer_book.util.validation import require
+from transformer_book.util.validation import require, require_bool
 
 __all__ = ["BleuResult", "corpus_bleu"]
 
@@ -33,6 +43,10 @@ class BleuResult:
         brevity_penalty: BP of the default score.
         hyp_len / ref_len: total hypothesis and reference lengths in tokens.
         num_sentences: number of segments scored.
+        chrf: chrF++ (``CHRF(word_order=2)``), 0-100; ``None`` if not computed.
+        chrf_signature: its signature (``...|nc:6|nw:2|...``); ``None`` if not computed.
+        ter: TER, 0 and up (lower is better); ``None`` if not computed.
+        ter_signature: its signature (``...|tok:tercom|...``); ``None`` if not computed.
     """
 
     score: float
@@ -44,11 +58,20 @@ class BleuResult:
     hyp_len: int
     ref_len: int
     num_sentences: int
+    chrf: float | None = None
+    chrf_signature: str | None = None
+    ter: float | None = None
+    ter_signature: str | None = None
 
     def __str__(self) -> str:
+        others = ""
+        if self.chrf is not None:
+            others += f"chrF++ {self.chrf:.2f} [{self.chrf_signature}] | "
+        if self.ter is not None:
+            others += f"TER {self.ter:.2f} [{self.ter_signature}] | "
         return (f"BLEU {self.score:.2f} [{self.signature}] | "
                 f"lowercase intl {self.lowercase_intl_score:.2f} "
-                f"[{self.lowercase_intl_signature}] | {self.num_sentences} sentences, "
+                f"[{self.lowercase_intl_signature}] | {others}{self.num_sentences} sentences, "
                 f"BP {self.brevity_penalty:.3f}, hyp/ref {self.hyp_len}/{self.ref_len}")
 
 
@@ -61,25 +84,36 @@ def _check_texts(texts: Sequence[str], argument: str) -> list[str]:
     return list(texts)
 
 
-def corpus_bleu(hypotheses: Sequence[str], references: Sequence[str]) -> BleuResult:
-    """Corpus BLEU of detokenised hypotheses against one reference each.
+def corpus_bleu(hypotheses: Sequence[str], references: Sequence[str], *,
+                other_metrics: bool = True) -> BleuResult:
+    """Corpus BLEU of detokenised hypotheses against one reference each, with chrF++ and TER.
 
     Args:
         hypotheses: N detokenised, cased model outputs (decode BPE first).
         references: N reference translations, aligned with ``hypotheses``.
+        other_metrics: also compute chrF++ and TER (default); ``False`` leaves them
+            ``None`` (the greedy BLEU checks during training need BLEU alone).
 
     Returns:
-        A :class:`BleuResult` with the default and the lowercase-``intl`` scores and their
-        signatures.
+        A :class:`BleuResult` with the default and the lowercase-``intl`` BLEU, chrF++ and
+        TER, each with its signature.
     """
     hypotheses = _check_texts(hypotheses, "hypotheses")
     references = _check_texts(references, "references")
+    require_bool(other_metrics, "other_metrics")
     require(len(hypotheses) == len(references), "references",
             f"{len(hypotheses)} sentences (one per hypothesis)", f"{len(references)}")
     default = BLEU()
     result = default.corpus_score(hypotheses, [references])
     lowercase = BLEU(lowercase=True, tokenize="intl")
     lowercase_result = lowercase.corpus_score(hypotheses, [references])
+    others: dict[str, Any] = {}
+    if other_metrics:
+        chrf, ter = CHRF(word_order=2), TER()
+        others = {"chrf": float(chrf.corpus_score(hypotheses, [references]).score),
+                  "chrf_signature": str(chrf.get_signature()),
+                  "ter": float(ter.corpus_score(hypotheses, [references]).score),
+                  "ter_signature": str(ter.get_signature())}
     return BleuResult(
         score=float(result.score),
         signature=str(default.get_signature()),
@@ -90,4 +124,5 @@ def corpus_bleu(hypotheses: Sequence[str], references: Sequence[str]) -> BleuRes
         hyp_len=int(result.sys_len),
         ref_len=int(result.ref_len),
         num_sentences=len(hypotheses),
+        **others,
     )

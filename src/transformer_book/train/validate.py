@@ -87,12 +87,13 @@ def greedy_bleu(model: nn.Module, data: PreparedData, sentences: int, *, max_tok
                 max_len_b: int = 50) -> BleuResult:
     """sacreBLEU of greedy translations of the first ``sentences`` val sources against their
     references (Section 6.1 decodes with beam search; greedy is the cheap check during
-    training). Outputs are at most ``max_len_a · source length + max_len_b`` tokens."""
+    training; BLEU alone, no chrF++ or TER). Outputs are at most
+    ``max_len_a · source length + max_len_b`` tokens."""
     with autocast(precision, device):
         hyps = translate_ids(model, data.val_src[:sentences], beam_size=1, max_len_a=max_len_a,
                              max_len_b=max_len_b, max_tokens=max_tokens, device=device)
     return corpus_bleu(data.tokenizer.decode_batch(hyps) if hyps else [],
-                       data.val_references[:sentences])
+                       data.val_references[:sentences], other_metrics=False)
 
 
 def validate(model: nn.Module, data: PreparedData, run_config: RunConfig,
