@@ -1,17 +1,22 @@
-"""The ablation runner: reduced key size equals a smaller d_k, runs are seeded and paired."""
+"""The ablation runner: reduced key size equals a smaller d_k, runs are seeded and paired;
+the statistics: Student's t, Welch's test over seeds and the verdicts built on them."""
 
 from __future__ import annotations
 
 import math
 import random
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import torch
 
+import transformer_book.analysis.ablation as ablation
 from transformer_book.analysis.ablation import (
     PAPER_TABLE3,
+    AblationResult,
     KeySizeMask,
+    VariantRuns,
     evaluate_variant,
     relative_change,
     restrict_key_size,
@@ -19,8 +24,18 @@ from transformer_book.analysis.ablation import (
     run_ablation,
     train_variant,
 )
+from transformer_book.analysis.ablation_stats import (
+    mean_sd,
+    paper_change,
+    row_verdict,
+    seed_change,
+    t_critical,
+    t_two_sided_p,
+    verdict_summary,
+)
 from transformer_book.data.batching import TokenBudgetSampler
 from transformer_book.data.tokenizer import BPETokenizer
+from transformer_book.inference.scoring import corpus_bleu
 from transformer_book.nn.attention import MultiHeadAttention
 from transformer_book.nn.config import TransformerConfig
 from transformer_book.nn.transformer import Transformer, count_parameters
@@ -123,6 +138,9 @@ def test_train_variant_is_seeded_and_evaluates_plain_cross_entropy(tiny_data):
     assert a.train_losses == b.train_losses and a.val_nll == b.val_nll
     assert len(a.train_losses) == 3 and a.val_ppl == pytest.approx(math.exp(a.val_nll))
     assert 0.0 <= a.bleu <= 100.0 and a.bleu_sentences == 4
+    # BLEU is the score of the kept greedy translations (detokenised, aligned with the refs).
+    assert len(a.translations) == 4 and all(isinstance(t, str) for t in a.translations)
+    assert a.bleu == corpus_bleu(a.translations, tiny_data.val_references[:4]).score
     # The first logged loss is the label-smoothed loss of the fresh model (seeded weights) on
     # the first batch of the seeded sampler; the same run reports no BLEU when asked for none.
     for eps in (0.0, 0.3):
@@ -138,13 +156,14 @@ def test_train_variant_is_seeded_and_evaluates_plain_cross_entropy(tiny_data):
         with torch.no_grad():
             expected = label_smoothed_cross_entropy(model(src, tgt_in), tgt_out, eps, 0)
         assert run.train_losses[0] == pytest.approx(float(expected), rel=1e-6)
-        assert math.isnan(run.bleu) and run.bleu_sentences == 0
+        assert math.isnan(run.bleu) and run.bleu_sentences == 0 and run.translations == []
 
 
 def test_evaluate_variant_matches_a_manual_loss(tiny_data):
     torch.manual_seed(0)
     model = Transformer(_config(tiny_data))
-    nll, ppl, _ = evaluate_variant(model, tiny_data, bleu_sentences=0)
+    nll, ppl, bleu, translations = evaluate_variant(model, tiny_data, bleu_sentences=0)
+    assert math.isnan(bleu) and translations == []
     total = tokens = 0.0
     model.eval()
     with torch.no_grad():
@@ -160,24 +179,185 @@ def test_evaluate_variant_matches_a_manual_loss(tiny_data):
 
 
 @pytest.mark.slow
-def test_run_ablation_applies_overrides_key_size_and_seed(tiny_data):
-    variants = {"base": {}, "h=1": {"num_heads": 1}, "d_k=2": {"d_k": 2},
-                "base seed 1": {"seed": 1}}
-    results = run_ablation(variants, _config(tiny_data), tiny_data, steps=2, max_tokens=64,
-                           warmup_steps=2, bleu_sentences=0, device="cpu")
-    by = results_by_name(results)
-    assert list(by) == list(variants)
-    assert by["h=1"].num_parameters == by["base"].num_parameters  # (A): same size
-    assert by["d_k=2"].num_parameters < by["base"].num_parameters  # (B): smaller
-    assert by["d_k=2"].extra["d_k"] == 2 and by["base"].extra["d_k"] == 4
-    assert by["base seed 1"].seed == 1
-    assert by["base seed 1"].train_losses != by["base"].train_losses
+def test_run_ablation_trains_each_variant_once_per_seed(tiny_data):
+    variants = {"base": {}, "h=1": {"num_heads": 1}, "d_k=2": {"d_k": 2, "seeds": [1]},
+                "base again": {"seeds": (0,)}}
+    runs = run_ablation(variants, _config(tiny_data), tiny_data, steps=2, seeds=(0, 1),
+                        max_tokens=64, warmup_steps=2, bleu_sentences=3, device="cpu")
+    assert list(runs) == list(variants) and all(isinstance(r, VariantRuns) for r in runs.values())
+    assert runs["base"].seeds == [0, 1] and runs["d_k=2"].seeds == [1]
+    assert runs["base again"].seeds == [0]
+    assert runs["h=1"].num_parameters == runs["base"].num_parameters  # (A): same size
+    assert runs["d_k=2"].num_parameters < runs["base"].num_parameters  # (B): smaller
+    assert runs["d_k=2"].run(1).extra["d_k"] == 2 and runs["base"].run(0).extra["d_k"] == 4
+    base = runs["base"]
+    assert base.val_ppl == [r.val_ppl for r in base.runs]
+    assert base.bleu == [r.bleu for r in base.runs]
+    assert base.run(1).train_losses != base.run(0).train_losses, "another seed, another run"
+    assert runs["base again"].run(0).train_losses == base.run(0).train_losses, "same seed, same run"
+    assert runs["base again"].run(0).translations == base.run(0).translations
+    assert len(base.run(0).translations) == 3
+    with pytest.raises(BookError, match=r"seed: expected one of this variant's seeds \[0, 1\]"):
+        base.run(2)
+    assert list(results_by_name([base.run(0), runs["h=1"].run(0)])) == ["base", "h=1"]
+    with pytest.raises(BookError, match="results: expected unique variant names"):
+        results_by_name(base.runs)
 
 
-def test_run_ablation_rejects_unknown_keys_and_empty_variants(tiny_data):
+def test_run_ablation_checks_every_variant_before_training(tiny_data, monkeypatch):
+    def no_training(*args, **kwargs):
+        raise AssertionError("trained before every variant was checked")
+
+    monkeypatch.setattr(ablation, "train_variant", no_training)
+    config = _config(tiny_data)
     with pytest.raises(ValueError, match="unknown keys"):
-        run_ablation({"x": {"heads": 2}}, _config(tiny_data), tiny_data, steps=1)
+        run_ablation({"base": {}, "x": {"heads": 2}}, config, tiny_data, steps=1)
     with pytest.raises(ValueError, match="variants"):
-        run_ablation({}, _config(tiny_data), tiny_data, steps=1)
+        run_ablation({}, config, tiny_data, steps=1)
+    for seeds, message in (((), "non-empty sequence of seeds"), ((0, 0), "distinct seeds"),
+                           ((0, -1), "integer >= 0"), ("01", "non-empty sequence of seeds")):
+        with pytest.raises(BookError, match=rf"^seeds: expected .*{message}"):
+            run_ablation({"base": {}}, config, tiny_data, steps=1, seeds=seeds)
+    with pytest.raises(BookError, match=r"variants\['b'\]\['seeds'\]: expected distinct"):
+        run_ablation({"a": {}, "b": {"seeds": [3, 3]}}, config, tiny_data, steps=1)
     with pytest.raises(ValueError, match="vocab_size"):
         train_variant(TransformerConfig.preset("tiny", 50), tiny_data, steps=1)
+
+
+# ------------------------------------------------------------------------ statistics
+
+
+def _runs(name: str, ppls: list[float], bleus: list[float]) -> VariantRuns:
+    """A variant with made-up scores, one run per seed 0, 1, ..."""
+    return VariantRuns(name, {}, [
+        AblationResult(name=name, overrides={}, seed=seed, num_parameters=10, steps=1,
+                       train_losses=[1.0], val_nll=math.log(ppl), val_ppl=ppl, bleu=bleu,
+                       bleu_sentences=2, seconds=0.0, translations=["a", "b"])
+        for seed, (ppl, bleu) in enumerate(zip(ppls, bleus, strict=True))])
+
+
+def test_mean_sd_is_the_sample_standard_deviation():
+    assert mean_sd([1.0, 2.0, 3.0, 6.0]) == pytest.approx((3.0, math.sqrt(14 / 3)))
+    mean, sd = mean_sd([4.5])
+    assert mean == 4.5 and math.isnan(sd), "one run has no spread"
+    with pytest.raises(BookError, match="values: expected a non-empty sequence"):
+        mean_sd([])
+    with pytest.raises(BookError, match="values: expected a finite number, received nan"):
+        mean_sd([1.0, math.nan])
+
+
+@pytest.mark.parametrize("t", [0.0, 0.3, 1.0, 2.5, 12.0, -4.0])
+def test_student_t_tails_match_closed_forms(t):
+    # df = 1 is the Cauchy distribution, df = 2 has a closed-form CDF too.
+    assert t_two_sided_p(t, 1) == pytest.approx(1 - 2 / math.pi * math.atan(abs(t)), abs=1e-12)
+    assert t_two_sided_p(t, 2) == pytest.approx(1 - abs(t) / math.sqrt(2 + t * t), abs=1e-12)
+    # A huge df is the normal distribution.
+    assert t_two_sided_p(t, 1e7) == pytest.approx(math.erfc(abs(t) / math.sqrt(2)), abs=1e-6)
+
+
+def test_t_critical_inverts_the_tail():
+    for df, table in ((1, 12.7062), (2, 4.3027), (4, 2.7764), (10, 2.2281), (1e7, 1.9600)):
+        assert t_critical(df) == pytest.approx(table, abs=1e-4)
+        assert t_two_sided_p(t_critical(df), df) == pytest.approx(0.05, abs=1e-10)
+    assert t_critical(3.5, level=0.9) < t_critical(3.5)
+    with pytest.raises(BookError, match="df: expected a number > 0"):
+        t_critical(0)
+    with pytest.raises(BookError, match=r"level: expected a number in \(0, 1\)"):
+        t_critical(3, level=95)
+
+
+def test_seed_change_is_welch_test_of_the_means():
+    rng = random.Random(7)
+    base = [rng.gauss(10, 1) for _ in range(3)]
+    variant = [rng.gauss(12, 2) for _ in range(4)]
+    (mb, sb), (mv, sv) = mean_sd(base), mean_sd(variant)
+    a, b = sv**2 / 4, sb**2 / 3
+    df = (a + b) ** 2 / (a**2 / 3 + b**2 / 2)  # Welch-Satterthwaite
+    change = seed_change(base, variant)
+    assert change.delta == pytest.approx(mv - mb) and change.se == pytest.approx(math.sqrt(a + b))
+    assert change.df == pytest.approx(df)
+    assert change.p_value == pytest.approx(t_two_sided_p((mv - mb) / math.sqrt(a + b), df))
+    low, high = change.interval
+    assert (low + high) / 2 == pytest.approx(change.delta)
+    assert (high - low) / 2 == pytest.approx(t_critical(df) * change.se)
+    assert change.measured == (change.p_value < 0.05) == (low > 0 or high < 0)
+    relative = seed_change(base, variant, relative=True)  # in % of the baseline's mean
+    assert relative.delta == pytest.approx(100 * (mv - mb) / mb)
+    assert relative.se == pytest.approx(100 * change.se / mb)
+    assert relative.p_value == pytest.approx(change.p_value) and "%" in str(relative)
+
+
+def test_seed_change_without_spread_or_with_one_seed():
+    exact = seed_change([2.0, 2.0], [3.0, 3.0, 3.0])
+    assert exact.se == 0.0 and exact.p_value == 0.0 and exact.measured
+    assert not seed_change([2.0, 2.0], [2.0, 2.0]).measured
+    single = seed_change([2.0], [3.0, 3.5])
+    assert single.delta == pytest.approx(1.25) and math.isnan(single.p_value)
+    assert not single.tested and not single.measured and "one seed" in str(single)
+
+
+def test_row_verdict_follows_the_tests_and_the_papers_direction():
+    base = _runs("base", [10.0, 10.2, 9.8], [20.0, 20.5, 19.5])
+    worse = _runs("(A) h=1, d_k=64", [12.0, 12.3, 11.9], [15.0, 15.5, 14.8])
+    real = SimpleNamespace(significant=True, delta=-5.0, p_value=0.001)
+    verdict = row_verdict(base, worse, comparison=real, paper_row="(A) h=1, d_k=d_v=512")
+    assert verdict.paper == pytest.approx(paper_change("(A) h=1, d_k=d_v=512"))
+    assert verdict.ppl.measured and verdict.bleu.measured
+    assert (verdict.ppl_verdict.kind, str(verdict.ppl_verdict)) == ("agrees", "agrees (hurts)")
+    assert (verdict.bleu_verdict.kind, str(verdict.bleu_verdict)) == ("agrees", "agrees (hurts)")
+    # The paired test on the sentences must confirm a BLEU change, in the same direction.
+    for comparison in (SimpleNamespace(significant=False, delta=-5.0, p_value=0.2),
+                       SimpleNamespace(significant=True, delta=+1.0, p_value=0.01)):
+        unconfirmed = row_verdict(base, worse, comparison=comparison)
+        assert unconfirmed.bleu_verdict.kind == "noise"
+        assert unconfirmed.ppl_verdict.kind == "measured"
+        assert "paired test" in str(unconfirmed.bleu_verdict)
+    # The paper saw "no change" for (E); a measured change of ours is new; noise is noise.
+    better = row_verdict(base, _runs("pos", [8.0, 8.1, 7.9], [20.1, 19.6, 20.3]),
+                         paper_row="(E) learned positions")
+    assert str(better.ppl_verdict) == "helps; paper: none" and better.ppl_verdict.kind == "new"
+    assert better.bleu_verdict.kind == "noise" and "seeds: p = " in str(better.bleu_verdict)
+    against = row_verdict(base, _runs("drop", [8.0, 8.1, 7.9], [25.0, 25.2, 24.9]),
+                          paper_row="(D) P_drop=0.0")
+    assert str(against.ppl_verdict) == str(against.bleu_verdict) == "disagrees (helps)"
+    one = row_verdict(_runs("base", [10.0], [20.0]), _runs("x", [11.0], [19.0]))
+    assert one.ppl_verdict.kind == one.bleu_verdict.kind == "untested"
+    with pytest.raises(BookError, match="row: expected a row of PAPER_TABLE3"):
+        row_verdict(base, worse, paper_row="(C) N=8")
+    with pytest.raises(BookError, match="variant: expected a VariantRuns"):
+        row_verdict(base, [worse])
+
+
+def test_verdict_summary_groups_rows_by_verdict():
+    base = _runs("base", [10.0, 10.2, 9.8], [20.0, 20.5, 19.5])
+    verdicts = [
+        row_verdict(base, _runs("h=1", [12.0, 12.3, 11.9], [19.9, 20.4, 19.8]),
+                    paper_row="(A) h=1, d_k=d_v=512"),
+        row_verdict(base, _runs("no dropout", [8.0, 8.1, 7.9], [25.0, 25.2, 24.9]),
+                    paper_row="(D) P_drop=0.0"),
+    ]
+    text = verdict_summary(verdicts)
+    assert "Measured, in the paper's direction: h=1 (perplexity)." in text
+    assert "Measured, against the paper's direction: no dropout (perplexity, BLEU)." in text
+    assert "Not measured" in text and "h=1 (BLEU)" in text
+    assert text.endswith("In all, 1 of 4 comparisons are measured changes in the paper's "
+                         "direction.")
+    with pytest.raises(BookError, match="verdicts: expected a non-empty list"):
+        verdict_summary([])
+
+
+@pytest.mark.slow
+def test_verdicts_take_sacrebleus_paired_comparison(tiny_data):
+    significance = pytest.importorskip("transformer_book.inference.significance")
+    runs = run_ablation({"base": {}, "eps=0.3": {"label_smoothing": 0.3}}, _config(tiny_data),
+                        tiny_data, steps=2, seeds=(0, 1), max_tokens=64, warmup_steps=2,
+                        bleu_sentences=len(tiny_data.val_src), device="cpu")
+    base, variant = runs["base"], runs["eps=0.3"]
+    refs = tiny_data.val_references[:len(base.run(0).translations)]
+    comparison = significance.compare_systems(
+        base.run(0).translations, variant.run(0).translations, refs, names=("base", "eps=0.3"),
+        resamples=100)
+    verdict = row_verdict(base, variant, comparison=comparison, paper_row="(D) ε_ls=0.2")
+    assert verdict.comparison is comparison
+    assert verdict.bleu_verdict.kind in {"agrees", "disagrees", "new", "noise"}
+    assert verdict.ppl.n_base == verdict.ppl.n_variant == 2

@@ -4,37 +4,39 @@ Section 6.2 (Model Variations): "To evaluate the importance of different compone
 Transformer, we varied our base model in different ways, measuring the change in
 performance on English-to-German translation on the development set, newstest2013."
 
-:func:`run_ablation` trains one small Transformer per variant -- the baseline config with a
-few fields overridden -- for the same number of steps on the same batches, then measures
-the validation loss without label smoothing (so perplexity is comparable across ε_ls) and
-greedy BLEU. It is a deliberately small loop for many short runs, made of the package's
+:func:`run_ablation` trains one small Transformer per variant and seed -- the baseline
+config with a few fields overridden -- for the same number of steps on the same batches
+(the batch order depends only on the seed), then measures the validation loss without label
+smoothing (so perplexity is comparable across ε_ls), greedy BLEU and keeps the greedy
+translations (for paired significance tests). Several seeds per variant give the spread that
+tells a change from noise (:mod:`transformer_book.analysis.ablation_stats` turns it into
+verdicts). It is a deliberately small loop for many short runs, made of the package's
 pieces: the token-budget sampler, the training step
 (:func:`~transformer_book.train.step.train_step`, the loop's own), the validation loss
-(:func:`~transformer_book.train.validate.validation_loss`) and greedy BLEU
-(:func:`~transformer_book.train.validate.greedy_bleu`). Full training runs (checkpoints,
+(:func:`~transformer_book.train.validate.validation_loss`) and greedy decoding
+(:func:`~transformer_book.inference.translate.translate_ids`) scored by sacreBLEU
+(:func:`~transformer_book.inference.scoring.corpus_bleu`). Full training runs (checkpoints,
 resume, AMP, DDP) are :func:`transformer_book.train.loop.train`.
 
-Row (B) of Table 3 shrinks the key size d_k while h and d_v stay fixed. The model ties
-d_k = d_v = d_model / h, so :func:`restrict_key_size` keeps only the first ``d_k`` query and
-key dimensions of every head (a fixed 0/1 mask on W^Q and W^K) and rescales the queries so
-the scores are divided by √d_k of the *reduced* size, exactly as in a model built with the
-smaller d_k.
+Row (B) of Table 3 shrinks the key size d_k while h and d_v stay fixed:
+:func:`~transformer_book.analysis.keysize.restrict_key_size` (re-exported here) imposes it
+on a built model.
 """
 
 from __future__ import annotations
 
-import math
 import tempfile
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 from torch import nn
-from torch.nn.utils import parametrize
 
+from transformer_book.analysis.keysize import KeySizeMask, restrict_key_size
 from transformer_book.data.batching import TokenBudgetSampler
-from transformer_book.nn.attention import MultiHeadAttention
+from transformer_book.inference.scoring import corpus_bleu
+from transformer_book.inference.translate import translate_ids
 from transformer_book.nn.config import TransformerConfig
 from transformer_book.nn.transformer import Transformer, count_parameters
 from transformer_book.run.config import DataSection, RunConfig
@@ -47,10 +49,11 @@ from transformer_book.train.corpus import (
 )
 from transformer_book.train.objective import make_optimizer
 from transformer_book.train.step import NonFiniteLossError, Trainer, train_step
-from transformer_book.train.validate import greedy_bleu, validation_loss
+from transformer_book.train.validate import validation_loss
 from transformer_book.util.env import get_device, set_seed
 from transformer_book.util.timing import Stopwatch
 from transformer_book.util.validation import (
+    fail,
     require,
     require_int,
     require_number,
@@ -62,6 +65,8 @@ __all__ = [
     "PAPER_TABLE3",
     "AblationResult",
     "KeySizeMask",
+    "VariantRuns",
+    "VariantScores",
     "ablation_data",
     "evaluate_variant",
     "relative_change",
@@ -71,8 +76,9 @@ __all__ = [
     "train_variant",
 ]
 
-# Keys a variant may set besides TransformerConfig fields.
-EXTRA_KEYS = ("d_k", "seed")
+# Keys a variant may set besides TransformerConfig fields: the reduced key size and the
+# variant's own seeds (instead of run_ablation's).
+EXTRA_KEYS = ("d_k", "seeds")
 
 # Table 3 of the paper (newstest2013 dev set, base model after 100K steps):
 # name -> (perplexity per wordpiece, BLEU). "base": N=6, d_model=512, d_ff=2048, h=8,
@@ -119,68 +125,17 @@ def ablation_data(
         return prepare_data(run_config, folder, val_sentences=val_sentences)
 
 
-# ------------------------------------------------------------------ reduced key size
-
-
-class KeySizeMask(nn.Module):
-    """Parametrization of a packed ``in_proj`` weight ``(3·d_model, d_model)`` or bias
-    ``(3·d_model,)``: each head keeps the first ``d_k`` of its query and key rows.
-
-    Kept query rows are multiplied by √(d_head / d_k), so that the attention's division by
-    √d_head becomes a division by √d_k (Section 3.2.1). Value rows are untouched (d_v stays
-    d_model / h), as in Table 3, row (B).
-    """
-
-    def __init__(self, d_model: int, num_heads: int, d_k: int) -> None:
-        super().__init__()
-        d_head = d_model // num_heads
-        require_int(d_k, "d_k", minimum=1, maximum=d_head)  # at most d_model / h
-        keep = torch.zeros(num_heads, d_head)  # (h, d_head): 1 for the kept dimensions
-        keep[:, :d_k] = 1.0
-        keep = keep.reshape(d_model)  # (h, d_head) -> (d_model,), head-major like the rows
-        scale = torch.cat([keep * math.sqrt(d_head / d_k), keep, torch.ones(d_model)])
-        self.register_buffer("scale", scale)  # (3·d_model,): [Q rows; K rows; V rows]
-
-    def forward(self, weight: torch.Tensor) -> torch.Tensor:
-        if weight.ndim == 2:  # (3·d_model, d_model): scale whole rows
-            return weight * self.scale.to(weight.dtype).unsqueeze(1)
-        return weight * self.scale.to(weight.dtype)  # (3·d_model,)
-
-
-def restrict_key_size(model: nn.Module, d_k: int) -> int:
-    """Give every :class:`~transformer_book.nn.attention.MultiHeadAttention` in ``model``
-    queries and keys of ``d_k`` dimensions per head (Table 3, row (B)), in place.
-
-    Returns the number of parameters that no longer influence the output (the masked query
-    and key rows), so ``count_parameters(model) - returned`` is the size of a model built
-    with the smaller d_k.
-    """
-    modules = [m for m in model.modules() if isinstance(m, MultiHeadAttention)]
-    require(bool(modules), "model", "a module containing MultiHeadAttention layers",
-            type(model).__name__)
-    unused = 0
-    for m in modules:
-        mask = KeySizeMask(m.d_model, m.num_heads, d_k).to(m.in_proj.weight.device)
-        parametrize.register_parametrization(m.in_proj, "weight", mask)
-        dropped = 2 * m.num_heads * (m.d_k - d_k)  # query and key rows removed per module
-        unused += dropped * m.d_model
-        if m.in_proj.bias is not None:
-            parametrize.register_parametrization(m.in_proj, "bias", mask)
-            unused += dropped
-    return unused
-
-
 # --------------------------------------------------------------------------- results
 
 
 @dataclass
 class AblationResult:
-    """One trained variant: its settings, size, training curve and validation scores.
+    """One trained variant with one seed: its settings, size, training curve and scores.
 
     ``val_nll`` is the mean negative log-likelihood per target token *without* label
     smoothing (so variants with different ε_ls are comparable), ``val_ppl = exp(val_nll)``
-    (the paper's "perplexity per wordpiece"), ``bleu`` the sacreBLEU score of greedy
-    translations of the first ``bleu_sentences`` validation sentences.
+    (the paper's "perplexity per wordpiece"), ``bleu`` the sacreBLEU score of the greedy
+    ``translations`` (detokenised) of the first ``bleu_sentences`` validation sentences.
     """
 
     name: str
@@ -195,6 +150,54 @@ class AblationResult:
     bleu_sentences: int
     seconds: float
     extra: dict[str, Any] = field(default_factory=dict)
+    translations: list[str] = field(default_factory=list)
+
+
+@dataclass
+class VariantRuns:
+    """One variant trained once per seed: a row of Table 3 in miniature.
+
+    ``runs`` holds one :class:`AblationResult` per seed, in the order the seeds were given;
+    ``val_ppl`` and ``bleu`` list their scores in that order (summarise them with
+    :func:`~transformer_book.analysis.ablation_stats.mean_sd`).
+    """
+
+    name: str
+    overrides: dict[str, Any]
+    runs: list[AblationResult]
+
+    @property
+    def seeds(self) -> list[int]:
+        return [r.seed for r in self.runs]
+
+    @property
+    def val_ppl(self) -> list[float]:
+        return [r.val_ppl for r in self.runs]
+
+    @property
+    def bleu(self) -> list[float]:
+        return [r.bleu for r in self.runs]
+
+    @property
+    def num_parameters(self) -> int:
+        """Parameters that influence the output (the same for every seed)."""
+        return self.runs[0].num_parameters
+
+    def run(self, seed: int) -> AblationResult:
+        """The run trained with ``seed``."""
+        for r in self.runs:
+            if r.seed == seed:
+                return r
+        raise fail("seed", f"one of this variant's seeds {self.seeds}", seed)
+
+
+class VariantScores(NamedTuple):
+    """What :func:`evaluate_variant` measures on the validation pairs."""
+
+    val_nll: float
+    val_ppl: float
+    bleu: float
+    translations: list[str]
 
 
 def relative_change(baseline: float, variant: float) -> float:
@@ -210,22 +213,29 @@ def relative_change(baseline: float, variant: float) -> float:
 
 def evaluate_variant(model: nn.Module, data: PreparedData, *, bleu_sentences: int = 100,
                      max_tokens: int = 4000, device: torch.device | None = None
-                     ) -> tuple[float, float, float]:
-    """``(val_nll, val_ppl, bleu)`` of ``model`` on ``data``'s validation pairs.
+                     ) -> VariantScores:
+    """``(val_nll, val_ppl, bleu, translations)`` of ``model`` on ``data``'s validation pairs.
 
     The loss is plain cross-entropy per target token (ε_ls = 0, padding ignored), summed
     over all validation pairs and divided by their token count
     (:func:`~transformer_book.train.validate.validation_loss`); BLEU decodes the first
-    ``bleu_sentences`` sources greedily (0: no BLEU, reported as NaN).
+    ``bleu_sentences`` sources greedily (at most |x| + 50 tokens each, as during training),
+    detokenises them (``translations``, aligned with ``data.val_references``) and scores
+    them with sacreBLEU (0 sentences: no BLEU, reported as NaN, no translations).
     """
     require_positive_int(bleu_sentences, "bleu_sentences", minimum=0)
     device = device if device is not None else next(model.parameters()).device
     losses = validation_loss(model, data.val_src, data.val_tgt, label_smoothing=0.0,
                              max_tokens=max_tokens, device=device)
     n = min(bleu_sentences, len(data.val_src))
-    bleu = (greedy_bleu(model, data, n, max_tokens=max_tokens, device=device).score
-            if n > 0 else float("nan"))
-    return losses.nll, losses.perplexity, bleu
+    if n == 0:
+        return VariantScores(losses.nll, losses.perplexity, float("nan"), [])
+    with torch.no_grad():
+        ids = translate_ids(model, data.val_src[:n], beam_size=1, max_len_a=1.0, max_len_b=50,
+                            max_tokens=max_tokens, device=device)
+    translations = data.tokenizer.decode_batch(ids)
+    bleu = corpus_bleu(translations, data.val_references[:n]).score
+    return VariantScores(losses.nll, losses.perplexity, bleu, translations)
 
 
 def train_variant(
@@ -273,14 +283,14 @@ def train_variant(
                                  [len(t) + 1 for t in data.train_tgt], shuffle=True, seed=seed)
     model.train()
     losses, epochs = _fit(trainer, data, sampler, steps, device, name)
-    val_nll, val_ppl, bleu = evaluate_variant(model, data, bleu_sentences=bleu_sentences,
-                                              device=device)
+    scores = evaluate_variant(model, data, bleu_sentences=bleu_sentences, device=device)
     return AblationResult(
         name=name, overrides=dict(overrides or {}), seed=seed,
         num_parameters=count_parameters(model) - unused, steps=steps, train_losses=losses,
-        val_nll=val_nll, val_ppl=val_ppl, bleu=bleu,
-        bleu_sentences=min(bleu_sentences, len(data.val_src)), seconds=watch.seconds,
-        extra={"epochs": epochs, "d_k": d_k if d_k is not None else config.d_k})
+        val_nll=scores.val_nll, val_ppl=scores.val_ppl, bleu=scores.bleu,
+        bleu_sentences=len(scores.translations), seconds=watch.seconds,
+        extra={"epochs": epochs, "d_k": d_k if d_k is not None else config.d_k},
+        translations=scores.translations)
 
 
 def _fit(trainer: Trainer, data: PreparedData, sampler: TokenBudgetSampler, steps: int,
@@ -317,34 +327,58 @@ def run_ablation(
     data: PreparedData,
     *,
     steps: int,
-    seed: int = 0,
+    seeds: Sequence[int] = (0,),
     progress: bool = False,
     **train_kwargs: Any,
-) -> list[AblationResult]:
-    """Train every variant of ``base`` (Section 6.2, Table 3) and return their results.
+) -> dict[str, VariantRuns]:
+    """Train every variant of ``base`` once per seed (Section 6.2, Table 3).
 
     ``variants`` maps a row name to overrides: any :class:`TransformerConfig` field
     (``num_heads``, ``dropout``, ``label_smoothing``, ``positional``, ...) plus ``d_k``
-    (reduced key size, :func:`restrict_key_size`) and ``seed`` (default ``seed``). An empty
-    dict is the baseline. ``train_kwargs`` go to :func:`train_variant` (``max_tokens``,
+    (reduced key size, :func:`restrict_key_size`) and ``seeds`` (that row's own seeds
+    instead of ``seeds``). An empty dict is the baseline. Run ``s`` of every variant starts
+    from ``set_seed(s)`` and sees the same batches in the same order, so runs with equal
+    seeds are paired. ``train_kwargs`` go to :func:`train_variant` (``max_tokens``,
     ``warmup_steps``, ``lr_factor``, ``bleu_sentences``, ``device`` ...).
+
+    Returns ``name -> VariantRuns`` in the order of ``variants``. Every override is checked
+    before the first run starts.
     """
     require(isinstance(variants, Mapping) and len(variants) > 0, "variants",
             "a non-empty dict of name -> overrides", repr(variants))
-    results = []
+    plans = []
     for name, overrides in variants.items():
         require(isinstance(overrides, Mapping), f"variants[{name!r}]", "a dict of overrides",
                 repr(overrides))
         fields = {k: v for k, v in overrides.items() if k not in EXTRA_KEYS}
         config = base.replace(**fields)  # validates the field names and values
-        result = train_variant(config, data, steps=steps,
-                               seed=overrides.get("seed", seed), d_k=overrides.get("d_k"),
-                               name=name, overrides=overrides, **train_kwargs)
-        if progress:
-            print(f"{name:>24}: val ppl {result.val_ppl:6.2f}, BLEU {result.bleu:5.2f} "
-                  f"({result.seconds:.0f} s)", flush=True)
-        results.append(result)
-    return results
+        own = _check_seeds(overrides.get("seeds", seeds), f"variants[{name!r}]['seeds']"
+                           if "seeds" in overrides else "seeds")
+        plans.append((name, dict(overrides), config, own))
+    out = {}
+    for name, overrides, config, own in plans:
+        runs = []
+        for seed in own:
+            result = train_variant(config, data, steps=steps, seed=seed,
+                                   d_k=overrides.get("d_k"), name=name, overrides=overrides,
+                                   **train_kwargs)
+            if progress:
+                print(f"{name:>24}, seed {seed}: val ppl {result.val_ppl:6.2f}, "
+                      f"BLEU {result.bleu:5.2f} ({result.seconds:.0f} s)", flush=True)
+            runs.append(result)
+        out[name] = VariantRuns(name, overrides, runs)
+    return out
+
+
+def _check_seeds(seeds: Any, argument: str) -> list[int]:
+    """A non-empty sequence of distinct seeds >= 0, as a list."""
+    require(isinstance(seeds, Sequence) and not isinstance(seeds, (str, bytes))
+            and len(seeds) > 0, argument, "a non-empty sequence of seeds, e.g. (0, 1, 2)",
+            repr(seeds))
+    for seed in seeds:
+        require_int(seed, argument, minimum=0)
+    require(len(set(seeds)) == len(seeds), argument, "distinct seeds", list(seeds))
+    return list(seeds)
 
 
 def results_by_name(results: Sequence[AblationResult]) -> dict[str, AblationResult]:
