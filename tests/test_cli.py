@@ -124,12 +124,20 @@ def test_evaluate_with_limit_and_averaging(run, capsys):
         assert key in record, key
 
     assert record["decoding"]["stop"] == "exact"
+    assert record["chrf_signature"].startswith("nrefs:1|case:mixed") and "nw:2" in (
+        record["chrf_signature"])
+    assert "tok:tercom" in record["ter_signature"]
+    assert 0 <= record["chrf"] <= 100 and record["ter"] >= 0
+    assert record["selection"]["select"] == "last"
+    assert record["selection"]["averaged_steps"] == [20]
 
     shutil.rmtree(results)
     code = main(["evaluate", "--checkpoint", str(run / "run"), "--beam", "2", "--stop",
                  "k_finished", "--limit", "20", "--results", str(results)])
     assert code == 0
-    assert _record(results, "evaluate-run")["decoding"]["stop"] == "k_finished"
+    record = _record(results, "evaluate-run")
+    assert record["decoding"]["stop"] == "k_finished"
+    assert record["split"] == "val", "the default split: the test set must be asked for"
     # argparse's complaint: one line, exit status 2
     assert main(["evaluate", "--checkpoint", str(run / "run"), "--stop", "early"]) == 2
     assert "invalid choice: 'early'" in _one_line(capsys)
@@ -230,11 +238,9 @@ def test_bad_limit_is_refused_before_loading_anything(tmp_path, capsys):
 QUICK = '[model]\npreset = "tiny"\n[train]\nmax_steps = 5\n'
 
 
-@pytest.fixture(scope="module")
-def saved(multi30k_dir, tmp_path_factory):
-    """A run folder written without training: three checkpoints (steps 1, 2, 3) of an
-    untrained tiny model, with a BPE learnt on 300 val sentences and short decoding."""
-    folder = tmp_path_factory.mktemp("saved") / "run"
+def _write_run(folder, multi30k_dir, evals=None):
+    """Three checkpoints (steps 1, 2, 3) of an untrained tiny model, with a BPE learnt on
+    300 val sentences and short decoding; each records ``evals`` if given."""
     folder.mkdir()
     pairs = load_multi30k("val", "de", "en", str(multi30k_dir))[:300]
     tokenizer = BPETokenizer.train([t for pair in pairs for t in pair], vocab_size=300)
@@ -247,8 +253,26 @@ def saved(multi30k_dir, tmp_path_factory):
         net = Transformer(TransformerConfig.preset("tiny", tokenizer.vocab_size, max_len=256))
         save_checkpoint(folder / checkpoint_name(step), net, step=step,
                         config={"model": net.config.to_dict(), "run": run.to_dict()},
-                        tokenizer_path=folder / "tokenizer.json")
+                        tokenizer_path=folder / "tokenizer.json",
+                        extra=None if evals is None else {"evals": evals})
     return folder
+
+
+@pytest.fixture(scope="module")
+def saved(multi30k_dir, tmp_path_factory):
+    """A run folder written without training (no evaluations recorded)."""
+    return _write_run(tmp_path_factory.mktemp("saved") / "run", multi30k_dir)
+
+
+#: Lowest val loss at step 2, highest greedy BLEU at step 1.
+EVALS = [{"step": 1, "val_loss": 4.0, "bleu": 2.0}, {"step": 2, "val_loss": 3.0, "bleu": 1.0},
+         {"step": 3, "val_loss": 3.5, "bleu": 0.5}]
+
+
+@pytest.fixture(scope="module")
+def evaluated(multi30k_dir, tmp_path_factory):
+    """A run folder like ``saved`` whose newest checkpoint records evaluations."""
+    return _write_run(tmp_path_factory.mktemp("evaluated") / "run", multi30k_dir, EVALS)
 
 
 def test_a_command_line_argparse_cannot_read_is_one_line(capsys):
@@ -411,3 +435,61 @@ def test_evaluate_of_a_run_folder_averages_its_newest(saved, tmp_path, capsys):
         assert record["checkpoints"][-1].endswith("step_00000003")
         assert record["decoding"]["alpha"] == 0.6 and record["decoding"]["beam_size"] == 2
         shutil.rmtree(results)
+
+
+@pytest.mark.parametrize(("select", "average", "chosen", "averaged", "loss", "bleu"), [
+    ("best-val", None, 2, [2], 3.0, 1.0),
+    ("best-val", 2, 2, [1, 2], 3.0, 1.0),  # 1 and 3 equally near: the earlier
+    ("best-val-bleu", 2, 1, [1, 2], 4.0, 2.0),
+    ("last", 2, 3, [2, 3], 3.5, 0.5),
+])
+def test_evaluate_selects_on_val_and_records_why(evaluated, tmp_path, capsys, select, average,
+                                                 chosen, averaged, loss, bleu):
+    results = tmp_path / "results"
+    argv = ["evaluate", "--checkpoint", str(evaluated), "--select", select, "--limit", "3",
+            "--beam", "1", "--results", str(results)]
+    assert main(argv + (["--average", str(average)] if average else [])) == 0
+    out = capsys.readouterr().out
+    assert f"checkpoint: step {chosen} by --select {select} (val loss {loss:.4g}, greedy val " \
+           f"BLEU {bleu:.4g}), weights of steps {averaged}" in out
+    assert "chrF++ " in out and "TER " in out and "nw:2" in out and "tok:tercom" in out
+    record = _record(results, "evaluate-run-val")
+    assert record["selection"] == {"select": select, "chosen_step": chosen,
+                                   "chosen_val_loss": loss, "chosen_val_bleu": bleu,
+                                   "averaged_steps": averaged}
+    assert [int(p.rsplit("_", 1)[-1]) for p in record["checkpoints"]] == averaged
+    assert record["split"] == "val" and record["step"] == max(averaged)
+    for key in ("chrf", "chrf_signature", "ter", "ter_signature"):
+        assert record[key] is not None, key
+
+
+def test_evaluate_refuses_a_selection_it_cannot_make(evaluated, saved, tmp_path, capsys):
+    """best-val needs a run folder (it chooses among the run's checkpoints) whose training
+    recorded evaluations: one line, exit status 2, before any data is read."""
+    results = tmp_path / "results"
+    base = ["--limit", "2", "--beam", "1", "--results", str(results)]
+    cases = [
+        (["--checkpoint", str(evaluated / "step_00000002"), "--select", "best-val"],
+         "checkpoint: expected a run folder for select='best-val' (it chooses among the run's "
+         "kept checkpoints), received"),
+        (["--checkpoint", str(saved), "--select", "best-val-bleu"],
+         "checkpoint: expected a run folder whose newest checkpoint records the training's "
+         "evaluations"),
+        (["--checkpoint", str(evaluated), "--select", "best-val", "--average", "4"],
+         "average: expected at most the 3 kept checkpoints"),
+    ]
+    for argv, message in cases:
+        assert main(["evaluate", *argv, *base]) == 2, argv
+        assert f"transformer-book evaluate: error: {message}" in _one_line(capsys), argv
+        assert not results.exists()
+    assert main(["evaluate", "--checkpoint", str(evaluated), "--select", "best"]) == 2
+    assert "argument --select: invalid choice: 'best'" in _one_line(capsys)
+
+
+def test_evaluate_help_says_the_test_split_is_asked_for(capsys):
+    with pytest.raises(SystemExit):
+        main(["evaluate", "--help"])
+    text = " ".join(capsys.readouterr().out.split()).replace("- ", "-")  # wrapped at hyphens
+    assert "val (default) or test_2016_flickr; the test split must be asked for explicitly" in text
+    assert "pre-declared protocol" in text
+    assert "{last,best-val,best-val-bleu}" in text

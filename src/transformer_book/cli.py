@@ -10,8 +10,9 @@ Subcommands::
     transformer-book translate "Ein Mann fährt Fahrrad." --checkpoint runs/small [--beam 4]
                                [--alpha 0.6] [--stop exact|k_finished]
     transformer-book translate - --checkpoint runs/small < sentences.txt
-    transformer-book evaluate --checkpoint runs/small --split test_2016_flickr --beam 4
-                              [--average 5] [--limit K] [--results results]
+    transformer-book evaluate --checkpoint runs/small [--split val|test_2016_flickr]
+                              [--select last|best-val|best-val-bleu] [--average 5]
+                              [--beam 4] [--limit K] [--results results]
                               [--stop exact|k_finished]
 
 Errors in what was asked (bad config, empty input, corrupted checkpoints, a command line
@@ -169,7 +170,9 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
 
     _check_evaluate_arguments(args)
     with Stopwatch() as wall:
-        trained = load_trained(args.checkpoint, device=args.device, average=args.average)
+        trained = load_trained(args.checkpoint, device=args.device, average=args.average,
+                               select=args.select)
+        print(_describe_selection(trained.selection))
         data, dec = trained.run_config.data, trained.run_config.decode
         pairs = load_multi30k(args.split, data.src, data.tgt, data.data_dir)[: args.limit]
         beam = dec.beam_size if args.beam is None else args.beam
@@ -188,6 +191,16 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
         path = write_record(args.results, "evaluate", f"{run_name}-{args.split}", record)
         print(f"record: {path}")
     return 0
+
+
+def _describe_selection(selection: dict[str, Any]) -> str:
+    """One line: which checkpoint was chosen, by which rule, and which were averaged."""
+    scores = [f"{label} {selection[key]:.4g}" for key, label in
+              (("chosen_val_loss", "val loss"), ("chosen_val_bleu", "greedy val BLEU"))
+              if selection[key] is not None]
+    return (f"checkpoint: step {selection['chosen_step']} by --select {selection['select']}"
+            f"{' (' + ', '.join(scores) + ')' if scores else ''}, "
+            f"weights of steps {selection['averaged_steps']}")
 
 
 def _check_evaluate_arguments(args: argparse.Namespace) -> None:
@@ -211,8 +224,9 @@ def _check_evaluate_arguments(args: argparse.Namespace) -> None:
 def _evaluation_record(args: argparse.Namespace, trained: Any, pairs: list[tuple[str, str]],
                        hypotheses: list[str], bleu: Any, beam: int, alpha: float
                        ) -> dict[str, Any]:
-    """What ``evaluate`` writes into ``results/``: the command, the machine, the decoding
-    settings, the scores with their signatures and the first five translations."""
+    """What ``evaluate`` writes into ``results/``: the command, the machine, the checkpoints
+    and why (``selection``), the decoding settings, the scores (BLEU, chrF++, TER) with
+    their signatures and the first five translations."""
     from transformer_book.util.records import command_line, git_commit, hardware_info
 
     data, dec = trained.run_config.data, trained.run_config.decode
@@ -230,9 +244,12 @@ def _evaluation_record(args: argparse.Namespace, trained: Any, pairs: list[tuple
             "method": "greedy" if beam == 1 else "beam search",
             "stop": None if beam == 1 else args.stop,
         },
+        "selection": trained.selection,
         "bleu": bleu.score, "signature": bleu.signature,
         "bleu_lowercase_intl": bleu.lowercase_intl_score,
         "lowercase_intl_signature": bleu.lowercase_intl_signature,
+        "chrf": bleu.chrf, "chrf_signature": bleu.chrf_signature,
+        "ter": bleu.ter, "ter_signature": bleu.ter_signature,
         "precisions": list(bleu.precisions), "brevity_penalty": bleu.brevity_penalty,
         "hyp_len": bleu.hyp_len, "ref_len": bleu.ref_len,
         "examples": [
@@ -292,13 +309,23 @@ def _add_translate_parser(commands: Any) -> None:
 
 
 def _add_evaluate_parser(commands: Any) -> None:
-    evaluate = commands.add_parser("evaluate",
-                                   help="BLEU of a checkpoint on a Multi30k split (Section 6.1)")
+    from transformer_book.inference.trained import SELECTIONS
+
+    evaluate = commands.add_parser(
+        "evaluate", help="BLEU, chrF++ and TER of a checkpoint on a Multi30k split (Section 6.1)")
     add = evaluate.add_argument
-    add("--split", default="test_2016_flickr", help="val or test_2016_flickr (default)")
+    add("--split", default="val",
+        help="val (default) or test_2016_flickr; the test split must be asked for explicitly "
+        "and is for the final, pre-declared protocol, once every choice has been made on val")
     _add_decoding_arguments(evaluate)
+    add("--select", choices=SELECTIONS, default="last",
+        help="which checkpoint: last (default; --checkpoint, or a run folder's newest), "
+        "best-val (lowest validation loss) or best-val-bleu (highest greedy validation BLEU) "
+        "among the kept checkpoints of the run folder --checkpoint names, by the evaluations "
+        "recorded during training")
     add("--average", type=int, default=None,
-        help="average the N checkpoints ending at --checkpoint (a run folder: its newest)")
+        help="average N checkpoints: with --select last the N ending at --checkpoint (a run "
+        "folder: its newest), otherwise the N kept ones nearest in step to the chosen one")
     add("--limit", type=int, default=None, help="only the first K sentences")
     _add_results_argument(evaluate)
     add("--hypotheses", type=Path, default=None,

@@ -5,10 +5,19 @@ Section 6.1: "For the base models, we used a single model obtained by averaging 
 checkpoints" -- :func:`load_trained` with ``average=5``. The CLI's ``translate`` and
 ``evaluate`` and chapter 11 start here; :mod:`transformer_book.inference.translate` then
 decodes with the loaded model.
+
+Which checkpoint (``select``): ``"last"`` is the one named, or a run folder's newest.
+``"best-val"`` and ``"best-val-bleu"`` choose among the checkpoints a run folder has kept
+(training keeps the newest few and those of lowest validation loss) by the evaluations the
+training loop recorded (``extra["evals"]`` of the newest checkpoint: ``step``,
+``val_loss``, greedy ``bleu`` on val): the lowest validation loss, or the highest greedy
+BLEU, among kept checkpoints with an evaluation at their step. Both look at the validation
+set only, so the test set stays untouched by the choice.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -28,11 +37,16 @@ from transformer_book.run.checkpoint import (
 )
 from transformer_book.run.config import RunConfig
 from transformer_book.run.leftovers import tidy
-from transformer_book.run.manifest import read_step
+from transformer_book.run.manifest import read_metadata, read_step
 from transformer_book.util.env import require_device
-from transformer_book.util.validation import require, require_positive_int
+from transformer_book.util.validation import require, require_one_of, require_positive_int
 
-__all__ = ["TrainedModel", "load_trained", "resolve_checkpoint"]
+__all__ = ["SELECTIONS", "TrainedModel", "load_trained", "resolve_checkpoint"]
+
+#: How :func:`load_trained` picks the checkpoint: the named/newest one, the kept one of
+#: lowest validation loss, or the kept one of highest greedy validation BLEU.
+SELECTIONS = ("last", "best-val", "best-val-bleu")
+_CRITERION = {"best-val": "val_loss", "best-val-bleu": "bleu"}
 
 
 @dataclass
@@ -40,8 +54,11 @@ class TrainedModel:
     """A model ready to translate, with what it was trained with.
 
     Fields: ``model`` (eval mode, on its device), ``tokenizer``, ``model_config``,
-    ``run_config``, ``step`` (of the newest checkpoint used) and ``checkpoints`` (every
-    folder whose weights went in: one, or the averaged ones).
+    ``run_config``, ``step`` (of the newest checkpoint used), ``checkpoints`` (every
+    folder whose weights went in: one, or the averaged ones, oldest first) and
+    ``selection``, why those: ``{"select": the rule (one of SELECTIONS), "chosen_step",
+    "chosen_val_loss", "chosen_val_bleu"`` (the evaluation at the chosen step, ``None``
+    where none was recorded) ``, "averaged_steps"}``.
     """
 
     model: nn.Module
@@ -50,6 +67,7 @@ class TrainedModel:
     run_config: RunConfig
     step: int
     checkpoints: list[Path] = field(default_factory=list)
+    selection: dict[str, Any] = field(default_factory=dict)
 
 
 def resolve_checkpoint(path: str | Path) -> Path:
@@ -97,27 +115,102 @@ def _to_average(directory: Path, step: int, average: int) -> list[Path]:
     return [*earlier[len(earlier) + 1 - average:], directory]
 
 
+def _eval_at(evals: Any, step: int) -> dict[str, Any] | None:
+    """The (last) evaluation recorded at ``step``, or ``None``."""
+    found = [e for e in evals if isinstance(e, dict) and e.get("step") == step] \
+        if isinstance(evals, list) else []
+    return found[-1] if found else None
+
+
+def _finite(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _choose(run_dir: Path, select: str) -> tuple[Path, dict[str, Any], list[Path]]:
+    """The kept checkpoint of ``run_dir`` that ``select`` picks, the evaluation at its step,
+    and all the kept checkpoints (by step)."""
+    newest = resolve_checkpoint(run_dir)
+    require(newest != run_dir, "checkpoint",
+            f"a run folder for select={select!r} (it chooses among the run's kept checkpoints)",
+            f"{run_dir} (a checkpoint folder)")
+    key, kept = _CRITERION[select], list_checkpoints(run_dir)
+    evals = read_metadata(newest).get("extra", {}).get("evals")
+    require(isinstance(evals, list) and bool(evals), "checkpoint",
+            f"a run folder whose newest checkpoint records the training's evaluations "
+            f"(extra.evals in {METADATA}) for select={select!r}",
+            f"{run_dir} (no evaluations recorded in {newest.name})")
+    steps = [read_step(path) for path in kept]
+    scored = []
+    for step, path in zip(steps, kept, strict=True):
+        found = _eval_at(evals, step)
+        if found is not None and _finite(found.get(key)):
+            scored.append((found[key] if key == "val_loss" else -found[key], step, path, found))
+    require(bool(scored), "checkpoint",
+            f"a kept checkpoint of {run_dir} with a recorded {key} at its step "
+            f"for select={select!r}", f"none among steps {steps}")
+    _, _, chosen, found = min(scored, key=lambda item: item[:2])  # ties: the earlier step
+    return chosen, found, kept
+
+
+def _nearest(kept: list[Path], chosen: Path, average: int) -> list[Path]:
+    """The ``average`` kept checkpoints nearest in step to ``chosen`` (it included; ties to
+    the earlier step), oldest first."""
+    require(average <= len(kept), "average",
+            f"at most the {len(kept)} kept checkpoints of {chosen.parent}", average)
+    target = read_step(chosen)
+    ranked = sorted(kept, key=lambda p: (abs(read_step(p) - target), read_step(p)))
+    return sorted(ranked[:average], key=read_step)
+
+
+def _load_weights(model: nn.Module, directory: Path, used: list[Path],
+                  model_config: TransformerConfig) -> None:
+    """One checkpoint's weights, or the element-wise mean of ``used`` (one config)."""
+    if used == [directory]:
+        load_checkpoint(directory, model)
+        return
+    for other in used:
+        other_model, _ = _configs(load_checkpoint(other), other)
+        require(other_model == model_config, "average",
+                f"checkpoints of one model config (as {directory})",
+                f"{other} has a different config")
+    model.load_state_dict(average_checkpoints(used))
+
+
 def load_trained(
     checkpoint: str | Path,
     device: torch.device | str | None = None,
     average: int | None = None,
+    select: str = "last",
 ) -> TrainedModel:
     """Build the model a checkpoint was trained as and load its weights.
 
     Args:
-        checkpoint: a checkpoint folder, or a run folder (its newest checkpoint is used).
+        checkpoint: a checkpoint folder, or a run folder (its newest checkpoint is used,
+            or the one ``select`` picks).
         device: where to put the model (default CPU): cpu, cuda, cuda:N or mps, one this
             machine has (checked first).
         average: if given, load the element-wise mean of ``average`` checkpoints of the run
-            (Section 6.1): the last ``average`` up to and including the one ``checkpoint``
-            names (the newest for a run folder); they must all come from the same config.
+            (Section 6.1). With ``select="last"``: the last ``average`` up to and including
+            the one ``checkpoint`` names (the newest for a run folder); otherwise the
+            ``average`` kept checkpoints nearest in step to the chosen one (it included, ties
+            to the earlier step). They must all come from the same config.
+        select: ``"last"`` (default), ``"best-val"`` (lowest validation loss) or
+            ``"best-val-bleu"`` (highest greedy validation BLEU) among the kept checkpoints
+            of a run folder with an evaluation at their step (see the module docstring).
 
     Raises:
         BookError: corrupted files (sha256), a folder that is no checkpoint, checkpoints
-            of different configs, or fewer than ``average`` checkpoints.
+            of different configs, fewer than ``average`` checkpoints, or a ``select`` other
+            than ``"last"`` given a checkpoint folder or a run without evaluations.
     """
     target = _device(device)
-    directory = resolve_checkpoint(checkpoint)
+    require_one_of(select, "select", SELECTIONS)
+    if average is not None:
+        require_positive_int(average, "average")
+    if select == "last":
+        directory, found, kept = resolve_checkpoint(checkpoint), None, []
+    else:
+        directory, found, kept = _choose(Path(checkpoint), select)
     metadata = load_checkpoint(directory)  # verifies every file's sha256
     model_config, run_config = _configs(metadata, directory)
     require((directory / TOKENIZER).is_file(), "checkpoint",
@@ -126,17 +219,20 @@ def load_trained(
     require(tokenizer.vocab_size == model_config.vocab_size, str(directory / TOKENIZER),
             f"a tokenizer of {model_config.vocab_size} tokens (the model's vocab_size)",
             tokenizer.vocab_size)
-    model = Transformer(model_config)
-    used = [directory]
-    if average is None or require_positive_int(average, "average") == 1:
-        load_checkpoint(directory, model)
+    step = int(metadata["step"])
+    if average is None or average == 1:
+        used = [directory]
     else:
-        used = _to_average(directory, metadata["step"], average)
-        for other in used:
-            other_model, _ = _configs(load_checkpoint(other), other)
-            require(other_model == model_config, "average",
-                    f"checkpoints of one model config (as {directory})",
-                    f"{other} has a different config")
-        model.load_state_dict(average_checkpoints(used))
+        used = (_to_average(directory, step, average) if select == "last"
+                else _nearest(kept, directory, average))
+    model = Transformer(model_config)
+    _load_weights(model, directory, used, model_config)
     model.to(target).eval()
-    return TrainedModel(model, tokenizer, model_config, run_config, int(metadata["step"]), used)
+    if select == "last":
+        found = _eval_at(metadata.get("extra", {}).get("evals"), step)
+    selection = {"select": select, "chosen_step": step,
+                 "chosen_val_loss": (found or {}).get("val_loss"),
+                 "chosen_val_bleu": (found or {}).get("bleu"),
+                 "averaged_steps": [read_step(p) for p in used]}
+    return TrainedModel(model, tokenizer, model_config, run_config,
+                        max(selection["averaged_steps"]), used, selection)
