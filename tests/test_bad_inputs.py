@@ -68,6 +68,7 @@ from transformer_book.inference.beam import beam_search, score_hypothesis
 from transformer_book.inference.greedy import greedy_decode
 from transformer_book.inference.lengths import output_length_limits
 from transformer_book.inference.scoring import corpus_bleu
+from transformer_book.inference.significance import bootstrap_interval, compare_systems
 from transformer_book.inference.trained import TrainedModel, load_trained, resolve_checkpoint
 from transformer_book.inference.translate import encode_sources, translate, translate_ids
 from transformer_book.nn.attention import (
@@ -714,6 +715,29 @@ DECODING_CASES = [
          lambda env: corpus_bleu(["a"], ["a", "b"]), "references"),
     Case("corpus_bleu / hypotheses / [1]", lambda env: corpus_bleu([1], ["a"]), "hypotheses"),
     Case("corpus_bleu / hypotheses / []", lambda env: corpus_bleu([], []), "hypotheses"),
+    Case("corpus_bleu / other_metrics / 'yes'",
+         lambda env: corpus_bleu(["a"], ["a"], other_metrics="yes"), "other_metrics"),
+    # comparing systems
+    Case("compare_systems / system_hyps / 1 for 2 references",
+         lambda env: compare_systems(["a", "b"], ["a"], ["a", "b"]), "system_hyps"),
+    Case("compare_systems / baseline_hyps / [None]",
+         lambda env: compare_systems([None], ["a"], ["a"]), "baseline_hyps"),
+    Case("compare_systems / references / []", lambda env: compare_systems([], [], []),
+         "references"),
+    Case("compare_systems / metric / 'ter'",
+         lambda env: compare_systems(["a"], ["a"], ["a"], metric="ter"), "metric"),
+    Case("compare_systems / resamples / 99",
+         lambda env: compare_systems(["a"], ["a"], ["a"], resamples=99), "resamples"),
+    Case("compare_systems / seed / -1",
+         lambda env: compare_systems(["a"], ["a"], ["a"], seed=-1), "seed"),
+    Case("compare_systems / names / 'ab'",
+         lambda env: compare_systems(["a"], ["a"], ["a"], names="ab"), "names"),
+    Case("bootstrap_interval / level / 95",
+         lambda env: bootstrap_interval(["a"], ["a"], level=95), "level"),
+    Case("bootstrap_interval / level / nan",
+         lambda env: bootstrap_interval(["a"], ["a"], level=NAN), "level"),
+    Case("bootstrap_interval / hypotheses / a string",
+         lambda env: bootstrap_interval("a", ["a"]), "hypotheses"),
 ]
 
 
@@ -853,6 +877,12 @@ CHECKPOINT_CASES = [
          lambda env: load_trained(env.step2, average=2), "average"),
     Case("load_trained / device / 'tpu'", lambda env: load_trained(env.step4, device="tpu"),
          "device"),
+    Case("load_trained / select / 'best'", lambda env: load_trained(env.run, select="best"),
+         "select"),
+    Case("load_trained / select / best-val of a checkpoint folder",
+         lambda env: load_trained(env.step4, select="best-val"), "checkpoint"),
+    Case("load_trained / select / best-val-bleu of a run without BLEU",
+         lambda env: load_trained(env.run, select="best-val-bleu"), "checkpoint"),
     # checkpoint.json and the files it lists
     Case("load_trained / checkpoint.json / not JSON",
          _loaded(_file_edited("checkpoint.json", b"{not json")), "checkpoint.json"),
@@ -1237,6 +1267,11 @@ CLI_CASES = [
     Case("evaluate / --average / 2 ending at step_2 (the first)",
          _evaluate_cli("--average", "2", checkpoint=_STEP2), "average"),
     Case("evaluate / --split / 'dev'", _evaluate_cli("--split", "dev"), "split"),
+    Case("evaluate / --select / 'best'", _evaluate_cli("--select", "best"), "--select"),
+    Case("evaluate / --select / best-val of a checkpoint folder",
+         _evaluate_cli("--select", "best-val", checkpoint=_STEP2), "checkpoint"),
+    Case("evaluate / --select / best-val-bleu of a run without BLEU",
+         _evaluate_cli("--select", "best-val-bleu"), "checkpoint"),
     Case("evaluate / --beam / 0", _evaluate_cli("--beam", "0"), "beam"),
     Case("evaluate / --alpha / inf", _evaluate_cli("--beam", "2", "--alpha", "inf"), "alpha"),
     Case("evaluate / --checkpoint / a missing folder",
