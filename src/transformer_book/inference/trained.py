@@ -117,8 +117,9 @@ def _to_average(directory: Path, step: int, average: int) -> list[Path]:
 
 def _eval_at(evals: Any, step: int) -> dict[str, Any] | None:
     """The (last) evaluation recorded at ``step``, or ``None``."""
-    found = [e for e in evals if isinstance(e, dict) and e.get("step") == step] \
-        if isinstance(evals, list) else []
+    if not isinstance(evals, list):
+        return None
+    found = [e for e in evals if isinstance(e, dict) and e.get("step") == step]
     return found[-1] if found else None
 
 
