@@ -1,4 +1,5 @@
-"""Table 1's per-layer costs, checked against PyTorch's own FLOP counter."""
+"""Table 1's per-layer costs, checked against PyTorch's own FLOP counter; the timing of
+the layers (no timing is asserted, only that it is measured) and the operation count."""
 
 from __future__ import annotations
 
@@ -10,8 +11,12 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from transformer_book.analysis.complexity import (
     conv_flops_per_layer,
+    count_operations,
     recurrent_flops_per_layer,
     self_attention_flops_per_layer,
+    sequence_layer_output,
+    table_1_layers,
+    time_layers,
 )
 from transformer_book.baselines.rnn import RNN
 from transformer_book.util.validation import BookError
@@ -64,3 +69,55 @@ def test_bad_inputs_raise_value_errors() -> None:
         recurrent_flops_per_layer(3, -2)
     with pytest.raises(BookError, match="k: expected an integer >= 1, received 0"):
         conv_flops_per_layer(3, 4, 0)
+
+
+def test_table_1_layers_map_sequences_to_sequences() -> None:
+    torch.manual_seed(0)
+    layers = table_1_layers(8, heads=2, kernel_size=3)
+    assert list(layers)[:3] == ["self-attention", "recurrent (loop)", "convolution"]
+    assert {"nn.RNN", "nn.LSTM", "nn.GRU"} <= set(layers), "the fused library kernels"
+    assert isinstance(layers["nn.LSTM"], nn.LSTM) and isinstance(layers["nn.GRU"], nn.GRU)
+    x = torch.randn(2, 5, 8)
+    for name, layer in layers.items():
+        assert sequence_layer_output(layer, x).shape == (2, 5, 8), name
+
+
+def test_time_layers_returns_positive_times_and_restores_threads() -> None:
+    torch.manual_seed(0)
+    layers = table_1_layers(8, heads=2)
+    before = torch.get_num_threads()
+    for threads in (1, None, 2):
+        seconds = time_layers(layers, [3, 6], batch=2, d=8, repeats=1, threads=threads)
+        assert list(seconds) == list(layers)
+        for name, values in seconds.items():
+            assert len(values) == 2 and all(isinstance(t, float) and t > 0 for t in values), name
+        assert torch.get_num_threads() == before
+    for name, layer in layers.items():  # every layer ran forward and backward
+        assert all(p.grad is not None for p in layer.parameters()), name
+
+
+def test_time_layers_refuses_bad_arguments() -> None:
+    layers = table_1_layers(4, heads=1)
+    with pytest.raises(BookError, match="layers: expected a non-empty mapping"):
+        time_layers({}, [3], batch=1, d=4)
+    with pytest.raises(BookError, match="ns: expected at least one sequence length"):
+        time_layers(layers, [], batch=1, d=4)
+    with pytest.raises(BookError, match="ns: expected an integer >= 1, received 0"):
+        time_layers(layers, [0], batch=1, d=4)
+    with pytest.raises(BookError, match="threads: expected an integer >= 1, received 0"):
+        time_layers(layers, [3], batch=1, d=4, threads=0)
+    with pytest.raises(BookError, match="d: expected a multiple of heads=3"):
+        table_1_layers(4, heads=3)
+
+
+def test_count_operations_counts_kernels_not_views_nor_sizes() -> None:
+    def ops(n: int) -> int:
+        a = torch.randn(n, n, requires_grad=True)
+        return count_operations(lambda: (a.t() @ a).relu().sum().backward())
+
+    assert ops(3) == ops(50), "the count depends on the operations, not on their sizes"
+    x = torch.randn(4, 4)
+    assert count_operations(lambda: x.t().unsqueeze(0)[:, 1:]) == 0, "views launch no kernel"
+    assert count_operations(lambda: x + 1) == 1
+    with pytest.raises(BookError, match="fn: expected a function of no arguments"):
+        count_operations(3)

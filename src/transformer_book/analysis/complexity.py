@@ -17,13 +17,37 @@ convolution, kernel k         n·k·d² (k·d inputs per output unit)  O(k·n·d
 
 Each function returns FLOPs, counting a multiply-add as 2 floating-point operations
 (the usual convention of hardware peak figures).
+
+FLOPs are not time. :func:`time_layers` times the layers of :func:`table_1_layers` (one of
+each kind of Table 1, plus the fused library recurrent layers ``nn.RNN``, ``nn.LSTM`` and
+``nn.GRU``, the fair opponents of a recurrence unrolled in Python), and
+:func:`count_operations` counts the operations a step dispatches: on a GPU each is a kernel
+launch, a fixed cost that no amount of parallel hardware removes (chapter 12).
 """
 
 from __future__ import annotations
 
-from transformer_book.util.validation import require_positive_int
+from collections.abc import Callable, Mapping, Sequence
 
-__all__ = ["conv_flops_per_layer", "recurrent_flops_per_layer", "self_attention_flops_per_layer"]
+import torch
+from torch import nn
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from transformer_book.baselines.conv import SequenceConv1d
+from transformer_book.baselines.rnn import RNN
+from transformer_book.nn.attention import MultiHeadAttention
+from transformer_book.util.timing import best_time
+from transformer_book.util.validation import require, require_positive_int
+
+__all__ = [
+    "conv_flops_per_layer",
+    "count_operations",
+    "recurrent_flops_per_layer",
+    "self_attention_flops_per_layer",
+    "sequence_layer_output",
+    "table_1_layers",
+    "time_layers",
+]
 
 
 def self_attention_flops_per_layer(n: int, d: int, include_projections: bool = False) -> int:
@@ -58,3 +82,123 @@ def conv_flops_per_layer(n: int, d: int, k: int) -> int:
     n, d = require_positive_int(n, "n"), require_positive_int(d, "d")
     k = require_positive_int(k, "k")
     return 2 * (n * k * d * d)
+
+
+# ------------------------------------------------------------------------------ measuring
+
+
+def table_1_layers(d: int, heads: int = 4, kernel_size: int = 3) -> dict[str, nn.Module]:
+    """One layer of width ``d`` of each kind, for timing against each other (chapter 12).
+
+    The three kinds of Table 1 first, the book's own implementations: ``"self-attention"``
+    (:class:`~transformer_book.nn.attention.MultiHeadAttention`, ``heads`` heads, PyTorch's
+    fused attention kernel), ``"recurrent (loop)"`` (:class:`~transformer_book.baselines.rnn.RNN`,
+    an Elman layer unrolled step by step in Python) and ``"convolution"``
+    (:class:`~transformer_book.baselines.conv.SequenceConv1d`, width ``kernel_size``). Then
+    the recurrent layers as real systems ran them, in the library's fused kernels (cuDNN on
+    an NVIDIA GPU; oneDNN or ATen's C++ loop on a CPU): ``"nn.RNN"`` (the same Elman layer),
+    ``"nn.LSTM"`` and ``"nn.GRU"``. Every layer maps ``(B, n, d)`` to ``(B, n, d)`` through
+    :func:`sequence_layer_output`. Weights come from the global RNG (seed it first).
+    """
+    d = require_positive_int(d, "d")
+    heads = require_positive_int(heads, "heads")
+    require(d % heads == 0, "d", f"a multiple of heads={heads}", d)
+    kernel_size = require_positive_int(kernel_size, "kernel_size")
+    return {
+        "self-attention": MultiHeadAttention(d, heads),
+        "recurrent (loop)": RNN(d, d),
+        "convolution": SequenceConv1d(d, d, kernel_size=kernel_size, causal=False),
+        "nn.RNN": nn.RNN(d, d, batch_first=True),
+        "nn.LSTM": nn.LSTM(d, d, batch_first=True),
+        "nn.GRU": nn.GRU(d, d, batch_first=True),
+    }
+
+
+def sequence_layer_output(layer: nn.Module, x: torch.Tensor) -> torch.Tensor:
+    """The output sequence of ``layer`` on ``x (B, n, d)``: ``(B, n, d)``.
+
+    Self-attention gets ``x`` as query, key and value; recurrent layers return
+    ``(outputs, state)`` and give their outputs.
+    """
+    out = layer(x, x, x) if isinstance(layer, MultiHeadAttention) else layer(x)
+    return out[0] if isinstance(out, tuple) else out
+
+
+def time_layers(layers: Mapping[str, nn.Module], ns: Sequence[int], batch: int, d: int, *,
+                repeats: int = 3, threads: int | None = 1, seed: int = 0) -> dict[str, list[float]]:
+    """Seconds of one forward + backward pass of each layer, for each length in ``ns``.
+
+    Each layer runs :func:`sequence_layer_output` on a ``(batch, n, d)`` input that requires
+    grad, then backward from the sum of its output, as in training. The time is the fastest
+    of ``repeats`` calls after one warm-up (:func:`~transformer_book.util.timing.best_time`).
+    On a CPU with ``threads=1`` the clock is this process's CPU time on one torch thread
+    (steady on a busy machine); with more threads (``None``: leave torch's setting) or on a
+    GPU it is the wall clock, and on a GPU each call waits for its kernels to finish. The
+    thread setting is restored afterwards. Returns ``{name: [seconds for each n]}``.
+    """
+    require(isinstance(layers, Mapping) and len(layers) > 0
+            and all(isinstance(m, nn.Module) for m in layers.values()), "layers",
+            "a non-empty mapping of names to nn.Module", type(layers).__name__)
+    require(len(ns) > 0, "ns", "at least one sequence length", list(ns))
+    ns = [require_positive_int(n, "ns") for n in ns]
+    batch, d = require_positive_int(batch, "batch"), require_positive_int(d, "d")
+    repeats = require_positive_int(repeats, "repeats")
+    if threads is not None:
+        threads = require_positive_int(threads, "threads")
+    generator = torch.Generator().manual_seed(seed)
+    previous = torch.get_num_threads()
+    if threads is not None:
+        torch.set_num_threads(threads)
+    seconds: dict[str, list[float]] = {name: [] for name in layers}
+    try:
+        for n in ns:
+            x_cpu = torch.randn(batch, n, d, generator=generator)
+            for name, layer in layers.items():
+                seconds[name].append(_time_pass(layer, x_cpu, repeats, threads == 1))
+    finally:
+        torch.set_num_threads(previous)
+    return seconds
+
+
+def _time_pass(layer: nn.Module, x_cpu: torch.Tensor, repeats: int, one_thread: bool) -> float:
+    """Fastest forward + backward of ``layer`` on a copy of ``x_cpu`` on the layer's device."""
+    weight = next(layer.parameters(), x_cpu)  # a layer without weights runs where x is
+    x = x_cpu.to(device=weight.device, dtype=weight.dtype).requires_grad_()
+    on_gpu = x.device.type == "cuda"
+
+    def train_pass() -> None:
+        sequence_layer_output(layer, x).sum().backward()
+        if on_gpu:
+            torch.cuda.synchronize(x.device)
+
+    clock = "cpu" if one_thread and not on_gpu else "wall"
+    return best_time(train_pass, repeats=repeats, clock=clock)
+
+
+class _OperationCounter(TorchDispatchMode):
+    """Counts the tensor operations dispatched inside it, views (no kernel) excluded."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.count = 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if not func.is_view:
+            self.count += 1
+        return func(*args, **(kwargs or {}))
+
+
+def count_operations(fn: Callable[[], object]) -> int:
+    """The number of tensor operations ``fn()`` dispatches, views excluded.
+
+    Counted below autograd, so a ``backward()`` inside ``fn`` counts its operations too. On
+    a GPU, in eager mode, each is (about) one kernel launch: the host spends microseconds
+    issuing it and the GPU microseconds running it, however small it is. The count depends
+    on the model's structure (layers, sub-layers, dropout) and on which kernels the device
+    picks, not on the sizes of the tensors.
+    """
+    require(callable(fn), "fn", "a function of no arguments", type(fn).__name__)
+    counter = _OperationCounter()
+    with counter:
+        fn()
+    return counter.count
