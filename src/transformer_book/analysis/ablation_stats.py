@@ -200,7 +200,7 @@ def _verdict(change: SeedChange, paper: float | None, precision: float, worse_is
     if not change.measured:
         return Verdict("noise", f"not measured (seeds: p = {change.p_value:.2f})")
     if comparison is not None and not (comparison.significant
-                                       and (comparison.delta > 0) == (change.delta > 0)):
+                                       and comparison.delta * change.delta > 0):
         return Verdict("noise", f"not confirmed (paired test: p = {comparison.p_value:.2f})")
     effect = "hurts" if (change.delta > 0) == worse_is_positive else "helps"
     if paper is None:
