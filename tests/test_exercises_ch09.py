@@ -2,15 +2,83 @@
 
 from __future__ import annotations
 
+import pytest
 import torch
 
 from transformer_book.course.exercises import run_check
+from transformer_book.nn.attention import causal_mask
 
 
-def sublayer_connection(x, sublayer, norm, dropout, norm_first=False):
-    if norm_first:
-        return x + dropout(sublayer(norm(x)))
-    return norm(x + dropout(sublayer(x)))
+def make_layer(causal=True, dropout_first=False, residual_from_norm=False, memory_mask=True):
+    """A decoder layer from its parts; each flag off (or on) is one classic bug."""
+
+    def decoder_layer(y, memory, layer, mask):
+        def sublayer(x, f, norm):
+            if layer.norm_first:
+                h = norm(x)
+                return (h if residual_from_norm else x) + layer.dropout(f(h))
+            if dropout_first:
+                return layer.dropout(norm(x + f(x)))
+            return norm(x + layer.dropout(f(x)))
+
+        y = sublayer(y, lambda h: layer.self_attn(h, h, h, is_causal=causal)[0], layer.norm1)
+        y = sublayer(y, lambda h: layer.cross_attn(h, memory, memory,
+                                                   mask=mask if memory_mask else None)[0],
+                     layer.norm2)
+        return sublayer(y, layer.ffn, layer.norm3)
+
+    return decoder_layer
+
+
+def test_09_1_passes_the_fixed_layer():
+    assert run_check("09.1", make_layer()).passed
+
+
+def test_09_1_passes_an_explicit_causal_mask():
+    def with_mask(y, memory, layer, mask):
+        causal = causal_mask(y.shape[1])  # (T, T), True = may attend
+
+        def sublayer(x, f, norm):
+            if layer.norm_first:
+                return x + layer.dropout(f(norm(x)))
+            return norm(x + layer.dropout(f(x)))
+
+        y = sublayer(y, lambda h: layer.self_attn(h, h, h, mask=causal)[0], layer.norm1)
+        y = sublayer(y, lambda h: layer.cross_attn(h, memory, memory, mask=mask)[0], layer.norm2)
+        return sublayer(y, layer.ffn, layer.norm3)
+
+    assert run_check("09.1", with_mask).passed
+
+
+@pytest.mark.parametrize(("bug", "symptom"), [
+    (dict(causal=False), "a position sees its future"),
+    (dict(memory_mask=False), "padded source positions"),
+    (dict(dropout_first=True), "where the dropout goes"),
+    (dict(residual_from_norm=True), "in pre-LN, which tensor"),
+    (dict(causal=False, dropout_first=True, residual_from_norm=True), "sees its future"),
+])
+def test_09_1_fails_each_bug_and_names_its_symptom(bug, symptom):
+    result = run_check("09.1", make_layer(**bug))
+    assert result.status == "failed" and symptom in result.detail, result.detail
+
+
+def test_09_1_refuses_the_package_layer_itself():
+    result = run_check("09.1", lambda y, memory, layer, mask: layer(y, memory, mask)[0])
+    assert result.status == "failed" and "not layer(...) itself" in result.detail
+    assert run_check("09.1", lambda y, memory, layer, mask: None).status == "failed"
+
+
+def test_09_1_leaves_the_global_rng_alone():
+    state = torch.random.get_rng_state()
+    run_check("09.1", make_layer())
+    assert torch.equal(torch.random.get_rng_state(), state)
+
+
+def test_09_1_not_attempted():
+    def stub(y, memory, layer, memory_mask):
+        raise NotImplementedError("Exercise 09.1: write your solution here")
+
+    assert run_check("09.1", stub).status == "not attempted"
 
 
 def count(config):
@@ -22,31 +90,6 @@ def count(config):
     embeddings = (1 if config.tie_embeddings else 3) * v * d + v * config.generator_bias
     positions = 2 * config.max_len * d if config.positional == "learned" else 0
     return encoder + decoder + 4 * d * config.final_norm + embeddings + positions
-
-
-def test_09_1_passes_the_wrapper_and_fails_the_classic_mistakes():
-    assert run_check("09.1", sublayer_connection).passed
-    always_post = lambda x, s, n, d, norm_first=False: n(x + d(s(x)))  # noqa: E731
-    assert run_check("09.1", always_post).status == "failed"
-    dropout_everywhere = lambda x, s, n, d, norm_first=False: (  # noqa: E731
-        d(x + s(n(x))) if norm_first else n(d(x + s(x))))
-    assert run_check("09.1", dropout_everywhere).status == "failed"
-    no_residual = lambda x, s, n, d, norm_first=False: (  # noqa: E731
-        d(s(n(x))) if norm_first else n(d(s(x))))
-    assert run_check("09.1", no_residual).status == "failed"
-
-
-def test_09_1_leaves_the_global_rng_alone():
-    state = torch.random.get_rng_state()
-    run_check("09.1", sublayer_connection)
-    assert torch.equal(torch.random.get_rng_state(), state)
-
-
-def test_09_1_not_attempted():
-    def stub(x, sublayer, norm, dropout, norm_first=False):
-        raise NotImplementedError("Exercise 09.1: write your solution here")
-
-    assert run_check("09.1", stub).status == "not attempted"
 
 
 def test_09_2_passes_the_closed_form_and_fails_forgotten_terms():

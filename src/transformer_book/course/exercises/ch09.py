@@ -15,7 +15,7 @@ from transformer_book.course.exercises.core import (
 )
 from transformer_book.nn.attention import padding_mask
 from transformer_book.nn.config import TransformerConfig
-from transformer_book.nn.layers import DecoderLayer, EncoderLayer
+from transformer_book.nn.layers import DecoderLayer
 from transformer_book.nn.transformer import Transformer, count_parameters
 
 F64 = torch.float64
@@ -58,95 +58,105 @@ def _check_output(received, expected: torch.Tensor, what: str) -> None:
     expect_close(received, expected, what=what, atol=1e-10, rtol=1e-8)
 
 
-@exercise("09.1", "sublayer_connection")
-def check_sublayer_connection(sublayer_connection) -> str:
-    """``sublayer_connection(x, sublayer, norm, dropout, norm_first=False)`` must be the
-    package's residual wrapper: ``norm(x + dropout(sublayer(x)))`` (post-LN) or
-    ``x + dropout(sublayer(norm(x)))`` (pre-LN)."""
+@exercise("09.1", "decoder_layer, debugged")
+def check_decoder_layer(decoder_layer) -> str:
+    """``decoder_layer(y, memory, layer, memory_mask)`` must compute what the package's
+    ``layer(y, memory, memory_mask)[0]`` computes, post-LN and pre-LN, with residual dropout
+    (a stand-in that scales by a fixed factor), from the layer's parts."""
     generator = fresh_generator()
     with torch.random.fork_rng(devices=[]):  # layer initialisation leaves the caller's RNG alone
         torch.manual_seed(int(torch.randint(0, 2**31 - 1, (1,), generator=generator)))
-        return _check_sublayer_connection(sublayer_connection, generator)
+        return _check_decoder_layer(decoder_layer, generator)
 
 
-def _layer_case(config: TransformerConfig, x: torch.Tensor, encoder: bool, kind: str,
-                generator: torch.Generator) -> tuple[nn.Module, torch.Tensor, list, str]:
-    """A fresh layer, its output on ``x``, its sub-layers with their norms in order, and
-    what the case is called (``kind``: where the LayerNorm goes)."""
-    batch, length = x.shape[:2]
-    if encoder:  # an encoder layer: self-attention, then the feed-forward network
-        layer = EncoderLayer(config).to(F64).eval()
-        _randomise_norms(layer, generator)
-        ids = torch.randint(4, 8, (batch, length), generator=generator)
-        ids[0, random_int(1, length, generator):] = 0  # pad the end of the first sentence
-        mask = padding_mask(ids, 0)  # (B, 1, 1, L)
-        what = f"an EncoderLayer with d_model={config.d_model}, {kind}, x {tuple(x.shape)}"
-        with torch.no_grad():
-            expected = layer(x, mask)[0]
+def _refuse(*args, **kwargs):
+    raise RuntimeError("this exercise writes the layer's forward: use its parts (self_attn, "
+                       "cross_attn, ffn, norm1..norm3, dropout, norm_first), not layer(...) "
+                       "itself")
 
-        def attend(h, layer=layer, mask=mask):
-            return layer.self_attn(h, h, h, mask=mask)[0]
 
-        return layer, expected, [(attend, layer.norm1), (layer.ffn, layer.norm2)], what
-    # a decoder layer: masked self-attention, cross-attention, feed-forward
+def _decoder_case(generator: torch.Generator, norm_first: bool, factor: float | None):
+    """A fresh float64 DecoderLayer (random norms; ``dropout`` a fixed scale when ``factor``),
+    its inputs (T >= 2, a memory whose first sentence is padded) and its own output."""
+    config = _random_config(generator, norm_first)
     layer = DecoderLayer(config).to(F64).eval()
     _randomise_norms(layer, generator)
-    memory = torch.randn(batch, random_int(1, 5, generator), config.d_model,
-                         generator=generator, dtype=F64)
-    what = f"a DecoderLayer with d_model={config.d_model}, {kind}, y {tuple(x.shape)}"
+    if factor is not None:
+        layer.dropout = _Scale(factor)
+    batch = random_int(1, 3, generator)
+    t, s = random_int(2, 6, generator), random_int(2, 6, generator)
+    y = torch.randn(batch, t, config.d_model, generator=generator, dtype=F64)
+    memory = torch.randn(batch, s, config.d_model, generator=generator, dtype=F64)
+    ids = torch.ones(batch, s, dtype=torch.long)
+    ids[0, random_int(1, s - 1, generator):] = 0  # the first sentence ends in padding
+    mask = padding_mask(ids, 0)  # (B, 1, 1, S), True = a real source token
     with torch.no_grad():
-        expected = layer(x, memory)[0]
-
-    def self_attend(h, layer=layer):
-        return layer.self_attn(h, h, h, is_causal=True)[0]
-
-    def cross_attend(h, layer=layer, memory=memory):
-        return layer.cross_attn(h, memory, memory)[0]
-
-    steps = [(self_attend, layer.norm1), (cross_attend, layer.norm2), (layer.ffn, layer.norm3)]
-    return layer, expected, steps, what
+        expected = layer(y, memory, mask)[0]
+    for name in ("forward", "_in", "_out"):  # the learner wires the parts
+        object.__setattr__(layer, name, _refuse)
+    return layer, y, memory, mask, ids, expected
 
 
-def _check_sublayer_connection(sublayer_connection, generator: torch.Generator) -> str:
+def _symptoms(decoder_layer, layer, y, memory, mask, ids, out, what: str) -> list[str]:
+    """What a wrong layer gets wrong, found by changing one input at a time."""
+    found = []
+    later = y.clone()
+    later[:, -1] += 1.0  # change the last target position only
+    with torch.no_grad():
+        moved = attempt(decoder_layer, later, memory, layer, mask, what=what)
+    if isinstance(moved, torch.Tensor) and moved.shape == out.shape \
+            and not torch.allclose(moved[:, :-1], out[:, :-1], atol=1e-10, rtol=1e-8):
+        found.append("changing the last target position changed the outputs at earlier "
+                     "positions: a position sees its future")
+    padded = memory.clone()
+    padded[ids == 0] += 1.0  # change the memory at padded source positions only
+    with torch.no_grad():
+        moved = attempt(decoder_layer, y, padded, layer, mask, what=what)
+    if isinstance(moved, torch.Tensor) and moved.shape == out.shape \
+            and not torch.allclose(moved, out, atol=1e-10, rtol=1e-8):
+        found.append("changing the memory at padded source positions changed the output")
+    return found
+
+
+_STAGES = (  # (norm_first, dropout stand-in factor, what a failure at this stage points at)
+    (False, None, ""),
+    (False, 0.5, "it matched the package with dropout off (eval mode), so look at where the "
+                 "dropout goes: Section 5.4 drops the output of each sub-layer, before it is "
+                 "added to the sub-layer input and normalized"),
+    (True, None, "post-LN layers matched, pre-LN ones do not: in pre-LN, which tensor does "
+                 "the residual connection add the sub-layer's output to?"),
+    (True, 0.5, "pre-LN matched with dropout off, not with it: look at where the dropout goes"),
+)
+
+
+def _check_decoder_layer(decoder_layer, generator: torch.Generator) -> str:
     layers_checked = 0
-    for index in range(12):
-        norm_first = bool(index % 2)
-        config = _random_config(generator, norm_first)
-        kind = "LN first (pre-LN)" if norm_first else "LN after the sum (post-LN)"
-        batch, length = random_int(1, 3, generator), random_int(1, 6, generator)
-        x = torch.randn(batch, length, config.d_model, generator=generator, dtype=F64)
-        layer, expected, steps, what = _layer_case(config, x, index % 4 < 2, kind, generator)
-        h = x.clone()
-        with torch.no_grad():
-            for sublayer, norm in steps:
-                h = attempt(sublayer_connection, h, sublayer, norm, layer.dropout,
-                            norm_first=norm_first, what=what)
-                if not isinstance(h, torch.Tensor):
-                    raise ExerciseFailure(
-                        f"for {what}, expected a tensor, received {type(h).__name__}")
-        _check_output(h, expected, f"{what} (eval mode, dropout off), built from "
-                                   "sublayer_connection calls")
-        layers_checked += 1
-    # Where the dropout goes: on the sub-layer's output only, never on the residual path.
-    for norm_first in (False, True):
-        d = 6
-        x = torch.randn(2, 3, d, generator=generator, dtype=F64)
-        norm = nn.LayerNorm(d).to(F64)
-        linear = nn.Linear(d, d).to(F64)
-        _randomise_norms(norm, generator)
-        half = _Scale(0.5)
-        with torch.no_grad():
-            expected = x + half(linear(norm(x))) if norm_first else norm(x + half(linear(x)))
-        what = ("a 'dropout' that multiplies by 0.5, norm_first="
-                f"{norm_first}: it must scale Sublayer's output and nothing else")
-        with torch.no_grad():
-            received = attempt(sublayer_connection, x.clone(), linear, norm, half,
-                               norm_first=norm_first, what=what)
-        _check_output(received, expected, what)
+    for norm_first, factor, hint in _STAGES:
+        for _ in range(3):
+            layer, y, memory, mask, ids, expected = _decoder_case(generator, norm_first, factor)
+            kind = "pre-LN (norm_first=True)" if norm_first else "post-LN (norm_first=False)"
+            dropout = (f", layer.dropout multiplying by {factor}" if factor is not None
+                       else ", dropout off")
+            what = (f"a {kind} DecoderLayer with d_model={y.shape[-1]}{dropout}, y "
+                    f"{tuple(y.shape)}, memory {tuple(memory.shape)} with padding")
+            with torch.no_grad():
+                out = attempt(decoder_layer, y, memory, layer, mask, what=what)
+            if not isinstance(out, torch.Tensor):
+                raise ExerciseFailure(f"for {what}, expected a tensor, received "
+                                      f"{type(out).__name__}")
+            close = out.shape == expected.shape and torch.allclose(
+                out.to(F64), expected, atol=1e-10, rtol=1e-8)
+            if not close:
+                found = _symptoms(decoder_layer, layer, y, memory, mask, ids, out, what)
+                found += [hint] if hint else []
+                if found:
+                    what = f"{what} ({'; '.join(found)})"
+                _check_output(out, expected, what)
+            layers_checked += 1
     return (
-        f"built {layers_checked} fresh encoder and decoder layers (post-LN and pre-LN, random "
-        "widths, padding and causal masks) from your function and matched the package's "
-        "layers, and applied dropout to the sub-layer output only"
+        f"matched {layers_checked} fresh decoder layers of the package (post-LN and pre-LN, "
+        "random LayerNorm weights, padded memories), with dropout off and with a stand-in "
+        "dropout that scales by a fixed factor"
     )
 
 
