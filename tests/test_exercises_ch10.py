@@ -2,74 +2,113 @@
 
 from __future__ import annotations
 
+import math
+
 import torch
-import torch.nn.functional as F
 
 from transformer_book.course.exercises import run_check
+from transformer_book.course.exercises.ch10 import (
+    package_loss_at_target,
+    reference_loss_floor,
+    torch_adam_updates,
+)
+from transformer_book.train import label_smoothed_cross_entropy
 
 
-def noam(step, d_model, warmup_steps):
-    return d_model**-0.5 * min(step**-0.5, step * warmup_steps**-1.5)
+def floor(eps, vocab_size):
+    on, off = 1 - eps + eps / vocab_size, eps / vocab_size
+    return -on * math.log(on) - ((vocab_size - 1) * off * math.log(off) if off else 0.0)
 
 
-def smoothed(logits, targets, eps, pad_id):
-    vocab = logits.shape[-1]
-    return F.cross_entropy(logits.reshape(-1, vocab), targets.reshape(-1),
-                           ignore_index=pad_id, label_smoothing=eps)
+def test_the_reference_floor_is_the_packages_minimum():
+    generator = torch.Generator().manual_seed(0)
+    for eps, vocab in ((0.1, 4000), (0.3, 7), (1.0, 5), (0.05, 2)):
+        at_target = package_loss_at_target(eps, vocab)
+        assert math.isclose(reference_loss_floor(eps, vocab), at_target, rel_tol=1e-12)
+        logits = 4 * torch.randn(200, vocab, generator=generator, dtype=torch.float64)
+        targets = torch.ones(200, dtype=torch.long)
+        losses = label_smoothed_cross_entropy(logits, targets, eps, 0, reduction="none")
+        assert bool((losses >= at_target - 1e-12).all()), "no prediction goes below the floor"
+    assert reference_loss_floor(0.0, 100) == 0.0
 
 
-def test_10_1_passes_eq_3_and_fails_common_slips():
-    assert run_check("10.1", noam).passed
-    no_scale = lambda s, d, w: min(s**-0.5, s * w**-1.5)  # noqa: E731
-    assert run_check("10.1", no_scale).status == "failed"
-    wrong_power = lambda s, d, w: d**-0.5 * min(s**-0.5, s * w**-0.5)  # noqa: E731
-    assert run_check("10.1", wrong_power).status == "failed"
-    tensor_answer = lambda s, d, w: torch.tensor(noam(s, d, w), dtype=torch.float64)  # noqa: E731
-    assert run_check("10.1", tensor_answer).passed
+def test_10_1_passes_the_entropy_of_the_target():
+    assert run_check("10.1", floor).passed
+    as_tensor = lambda e, v: torch.tensor(floor(e, v))  # noqa: E731
+    assert run_check("10.1", as_tensor).passed
+
+
+def test_10_1_rejects_the_classic_mistakes():
+    def reference_nll_only(eps, vocab_size):  # -log p[y] at the optimum: perplexity's floor
+        return -math.log(1 - eps + eps / vocab_size)
+
+    assert run_check("10.1", reference_nll_only).status == "failed"
+
+    def zero_log_zero_is_nan(eps, vocab_size):  # eps = 0 gives 0 · log 0 = nan
+        on, off = 1 - eps + eps / vocab_size, eps / vocab_size
+        with torch.no_grad():
+            return float(-on * math.log(on) - (vocab_size - 1) * off * torch.tensor(off).log())
+
+    result = run_check("10.1", zero_log_zero_is_nan)
+    assert result.status == "failed" and "eps=0" in result.detail
+
+    def others_only(eps, vocab_size):  # ε / (V - 1) on the other tokens, 1 - ε on the reference
+        off = eps / (vocab_size - 1)
+        on_term = -(1 - eps) * math.log(1 - eps) if eps < 1 else 0.0
+        return on_term - (eps * math.log(off) if off else 0.0)
+
+    assert run_check("10.1", others_only).status == "failed"
+    assert run_check("10.1", lambda eps, vocab_size: 0.0).status == "failed"
 
 
 def test_10_1_not_attempted():
-    def stub(step, d_model, warmup_steps):
+    def stub(eps, vocab_size):
         raise NotImplementedError("Exercise 10.1: write your solution here")
 
     assert run_check("10.1", stub).status == "not attempted"
 
 
-def test_10_2_passes_cross_entropy_and_the_closed_form():
-    assert run_check("10.2", smoothed).passed
+def adam(gradients, lrs, betas=(0.9, 0.98), eps=1e-9, correct=True, eps_inside=False):
+    m = v = 0.0
+    out = []
+    for t, (g, lr) in enumerate(zip(gradients.tolist(), lrs.tolist(), strict=True), start=1):
+        m = betas[0] * m + (1 - betas[0]) * g
+        v = betas[1] * v + (1 - betas[1]) * g * g
+        m_hat = m / (1 - betas[0] ** t) if correct else m
+        v_hat = v / (1 - betas[1] ** t) if correct else v
+        root = math.sqrt(v_hat + eps) if eps_inside else math.sqrt(v_hat) + eps
+        out.append(-lr * m_hat / root)
+    return torch.tensor(out, dtype=torch.float64)
 
-    def closed_form(logits, targets, eps, pad_id):
-        logp = torch.log_softmax(logits, dim=-1)
-        nll = -logp.gather(-1, targets.unsqueeze(-1)).squeeze(-1)
-        loss = (1 - eps) * nll - eps * logp.mean(-1)
-        keep = targets != pad_id
-        return loss[keep].mean()
 
-    assert run_check("10.2", closed_form).passed
+def test_the_reference_is_torch_adam():
+    gradients = torch.tensor([1e-5, -2e-5, 3.0, 0.0], dtype=torch.float64)
+    lrs = torch.tensor([1e-3, 2e-3, 3e-3, 1e-3], dtype=torch.float64)
+    assert torch.allclose(torch_adam_updates(gradients, lrs, (0.9, 0.98), 1e-9),
+                          adam(gradients, lrs), rtol=1e-9, atol=0)
 
 
-def test_10_2_rejects_padding_counted_or_unstable_logs():
-    def counts_padding(logits, targets, eps, pad_id):
-        vocab = logits.shape[-1]
-        return F.cross_entropy(logits.reshape(-1, vocab), targets.reshape(-1), label_smoothing=eps)
+def test_10_2_passes_adam_as_a_tensor_or_a_list():
+    assert run_check("10.2", adam).passed
+    as_list = lambda g, lr, betas, eps: adam(g, lr, betas, eps).tolist()  # noqa: E731
+    assert run_check("10.2", as_list).passed
 
-    assert run_check("10.2", counts_padding).status == "failed"
 
-    def unstable(logits, targets, eps, pad_id):
-        logp = torch.softmax(logits, dim=-1).log()
-        nll = -logp.gather(-1, targets.unsqueeze(-1)).squeeze(-1)
-        loss = (1 - eps) * nll - eps * logp.mean(-1)
-        return loss[targets != pad_id].mean()
+def test_10_2_rejects_the_classic_mistakes():
+    no_bias_correction = lambda g, lr, b, e: adam(g, lr, b, e, correct=False)  # noqa: E731
+    assert run_check("10.2", no_bias_correction).status == "failed"
+    eps_inside = lambda g, lr, b, e: adam(g, lr, b, e, eps_inside=True)  # noqa: E731
+    assert run_check("10.2", eps_inside).status == "failed"
+    wrong_sign = lambda g, lr, b, e: -adam(g, lr, b, e)  # noqa: E731
+    assert run_check("10.2", wrong_sign).status == "failed"
+    sgd = lambda g, lr, b, e: -lr * g  # noqa: E731
+    assert run_check("10.2", sgd).status == "failed"
+    swapped_betas = lambda g, lr, b, e: adam(g, lr, (b[1], b[0]), e)  # noqa: E731
+    assert run_check("10.2", swapped_betas).status == "failed"
 
-    result = run_check("10.2", unstable)
-    assert result.status == "failed"
 
-    def smoothing_over_others(logits, targets, eps, pad_id):  # ε/(V-1) on the other classes
-        vocab = logits.shape[-1]
-        logp = torch.log_softmax(logits, dim=-1)
-        q = torch.full_like(logp, eps / (vocab - 1)).scatter(
-            -1, targets.unsqueeze(-1), 1 - eps)
-        loss = -(q * logp).sum(-1)
-        return loss[targets != pad_id].mean()
+def test_10_2_not_attempted():
+    def stub(gradients, lrs, betas=(0.9, 0.98), eps=1e-9):
+        raise NotImplementedError("Exercise 10.2: write your solution here")
 
-    assert run_check("10.2", smoothing_over_others).status == "failed"
+    assert run_check("10.2", stub).status == "not attempted"

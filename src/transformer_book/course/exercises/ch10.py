@@ -14,76 +14,124 @@ from transformer_book.course.exercises.core import (
     fresh_generator,
     random_int,
 )
-from transformer_book.train.objective import label_smoothed_cross_entropy, noam_lr
+from transformer_book.train.objective import ADAM_BETAS, label_smoothed_cross_entropy, noam_lr
 
 
-@exercise("10.1", "noam_lr")
-def check_noam_lr(candidate) -> str:
-    """``noam_lr(step, d_model, warmup_steps)`` must equal eq. 3 (the package's ``noam_lr``)
-    for steps counted from 1, at the peak, around it and far beyond it."""
+def reference_loss_floor(eps: float, vocab_size: int) -> float:
+    """The smallest label-smoothed loss any prediction can reach (Section 5.4): the entropy
+    of the target ``q = (1 - ε)·[v = y] + ε / V``, where the loss is lowest (``p = q``).
+    ``0 · log 0`` counts as 0, so ε = 0 gives 0 (reached only as the logits grow without
+    bound)."""
+    on_target = 1.0 - eps + eps / vocab_size
+    off_target = eps / vocab_size
+    floor = -on_target * math.log(on_target)
+    if off_target > 0:
+        floor -= (vocab_size - 1) * off_target * math.log(off_target)
+    return floor
+
+
+def package_loss_at_target(eps: float, vocab_size: int) -> float:
+    """``label_smoothed_cross_entropy`` for a model that predicts the target ``q`` itself
+    (float64), ε > 0: the value :func:`reference_loss_floor` must equal."""
+    q = torch.full((1, vocab_size), eps / vocab_size, dtype=torch.float64)
+    q[0, 1] += 1 - eps  # the reference token is 1; <pad> = 0 is ignored, never a target here
+    return float(label_smoothed_cross_entropy(q.log(), torch.tensor([1]), eps, 0))
+
+
+def _number(received, what: str) -> float:
+    if isinstance(received, torch.Tensor) and received.numel() == 1:
+        received = float(received)
+    if not isinstance(received, (int, float)) or isinstance(received, bool):
+        raise ExerciseFailure(f"for {what}, expected a number, received "
+                              f"{type(received).__name__}")
+    return float(received)
+
+
+@exercise("10.1", "smoothed_loss_floor")
+def check_smoothed_loss_floor(candidate) -> str:
+    """``smoothed_loss_floor(eps, vocab_size)`` must be the minimum of the package's
+    label-smoothed loss over all predictions: its value at ``p = q`` (ε > 0), 0 at ε = 0."""
     generator = fresh_generator()
     cases = []
-    for _ in range(25):
-        d_model = 2 ** random_int(4, 11, generator)  # 16 .. 2048
-        warmup = random_int(1, 8000, generator)
-        step = random_int(1, 4 * warmup + 10, generator)
-        cases.append((step, d_model, warmup, f"step={step}, d_model={d_model}, "
-                                             f"warmup_steps={warmup}"))
-    d_model = 2 ** random_int(6, 10, generator)
-    warmup = random_int(2, 5000, generator)
-    for step, note in ((1, "the first step"), (warmup, "the peak, step == warmup_steps"),
-                       (warmup - 1, "one step before the peak"),
-                       (warmup + 1, "one step after the peak"),
-                       (100 * warmup, "far into the decay")):
-        cases.append((step, d_model, warmup, f"{note} (step={step}, d_model={d_model}, "
-                                             f"warmup_steps={warmup})"))
-    cases.append((1, 512, 1, "warmup_steps=1 (no warmup at all)"))
-    cases.append((4000, 512, 4000, "the paper's base model at its peak"))
-    for step, d_model, warmup, what in cases:
-        received = attempt(candidate, step, d_model, warmup, what=what)
-        if isinstance(received, torch.Tensor) and received.numel() == 1:
-            received = float(received)
-        if not isinstance(received, (int, float)) or isinstance(received, bool):
-            raise ExerciseFailure(f"for {what}, expected a number, received "
-                                  f"{type(received).__name__}")
-        expected = noam_lr(step, d_model, warmup)
-        if not math.isclose(float(received), expected, rel_tol=1e-9, abs_tol=0.0):
-            raise ExerciseFailure(f"for {what}, expected {expected:.6e}, received "
-                                  f"{float(received):.6e}")
-    return (f"matched transformer_book's noam_lr (eq. 3) at {len(cases)} fresh steps, "
-            "including step 1, the peak at warmup_steps, its neighbours and the long decay")
+    for _ in range(20):
+        vocab = random_int(2, 40_000, generator)
+        eps = float(torch.rand(1, generator=generator))
+        cases.append((eps, vocab, f"eps={eps:.4g}, vocab_size={vocab}"))
+    cases += [(0.1, 37_000, "the paper: eps=0.1, vocab_size=37000"),
+              (0.1, 4000, "this chapter's run: eps=0.1, vocab_size=4000"),
+              (0.0, random_int(2, 5000, generator), "eps=0 (no smoothing: 0 · log 0 is 0)"),
+              (1.0, random_int(2, 5000, generator), "eps=1 (a uniform target)"),
+              (0.5, 2, "eps=0.5, vocab_size=2")]
+    for eps, vocab, what in cases:
+        received = _number(attempt(candidate, eps, vocab, what=what), what)
+        expected = package_loss_at_target(eps, vocab) if eps > 0 else 0.0
+        if not math.isclose(received, expected, rel_tol=1e-7, abs_tol=1e-9):
+            raise ExerciseFailure(f"for {what}, expected {expected:.6f} nats (the package's "
+                                  f"loss where it is lowest), received {received:.6f}")
+    return (f"matched the minimum of label_smoothed_cross_entropy for {len(cases)} fresh "
+            "(eps, V), including eps = 0, eps = 1, V = 2 and the paper's V = 37,000")
 
 
-@exercise("10.2", "label_smoothed_loss")
-def check_label_smoothed_loss(candidate) -> str:
-    """``label_smoothed_loss(logits, targets, eps, pad_id)`` must equal the package's
-    label-smoothed cross-entropy (mean over non-padding targets)."""
-    generator = fresh_generator()
+def torch_adam_updates(gradients: torch.Tensor, lrs: torch.Tensor, betas: tuple[float, float],
+                       eps: float) -> torch.Tensor:
+    """The change of one float64 parameter at each step under ``torch.optim.Adam`` (what
+    :func:`transformer_book.train.make_optimizer` builds), given its gradient and the rate
+    of each step: ``(T,), (T,) -> (T,)``."""
+    weight = torch.nn.Parameter(torch.zeros((), dtype=torch.float64))
+    optimizer = torch.optim.Adam([weight], lr=1.0, betas=betas, eps=eps)
+    updates = []
+    for grad, lr in zip(gradients.tolist(), lrs.tolist(), strict=True):
+        optimizer.param_groups[0]["lr"] = lr
+        before = weight.item()
+        weight.grad = torch.tensor(grad, dtype=torch.float64)
+        optimizer.step()
+        updates.append(weight.item() - before)
+    return torch.tensor(updates, dtype=torch.float64)
+
+
+def _adam_cases(generator: torch.Generator) -> list[tuple]:
     cases = []
-    for index in range(16):
-        vocab = random_int(2, 40, generator)
-        pad_id = random_int(0, vocab - 1, generator)
-        batch, length = random_int(1, 4, generator), random_int(1, 7, generator)
-        eps = (0.0, 0.1, float(torch.rand(1, generator=generator)))[index % 3]
-        logits = 3 * torch.randn(batch, length, vocab, generator=generator, dtype=torch.float64)
-        targets = torch.randint(0, vocab, (batch, length), generator=generator)
-        lengths = torch.randint(1, length + 1, (batch,), generator=generator)
-        targets[torch.arange(length) >= lengths[:, None]] = pad_id  # right padding
-        targets[0, 0] = (pad_id + 1) % vocab  # at least one real token
-        cases.append((logits, targets, eps, pad_id,
-                      f"logits {tuple(logits.shape)}, pad_id={pad_id}, eps={eps:.3g}"))
-    logits = torch.tensor([[[1000.0, -1000.0, 0.0], [0.0, 1000.0, -1000.0]]],
-                          dtype=torch.float64)
-    cases.append((logits, torch.tensor([[1, 0]]), 0.1, 0,
-                  "logits near ±1000 (take log_softmax, never log of softmax)"))
-    flat = torch.randn(6, 9, generator=generator, dtype=torch.float64)
-    cases.append((flat, torch.tensor([3, 0, 0, 8, 0, 1]), 0.1, 0,
-                  "flat (N, V) logits with half of the targets padding"))
-    cases.append((flat, torch.tensor([3, 5, 2, 8, 7, 1]), 1.0, 0,
-                  "eps = 1 (a uniform target)"))
-    for logits, targets, eps, pad_id, what in cases:
-        expected = label_smoothed_cross_entropy(logits, targets, eps, pad_id)
-        received = attempt(candidate, logits.clone(), targets.clone(), eps, pad_id, what=what)
-        expect_close(received, expected, what=what, atol=1e-9, rtol=1e-9)
-    return (f"matched label_smoothed_cross_entropy on {len(cases)} fresh batches with padding, "
-            "eps from 0 to 1, tiny and flat vocabularies and logits near ±1000")
+    for index in range(14):
+        steps = random_int(1, 40, generator)
+        scale = 10.0 ** float(torch.empty(1).uniform_(-8, 3, generator=generator))
+        grads = scale * torch.randn(steps, generator=generator, dtype=torch.float64)
+        d_model, warmup = 2 ** random_int(5, 10, generator), random_int(1, 60, generator)
+        lrs = torch.tensor([noam_lr(s, d_model, warmup) for s in range(1, steps + 1)],
+                           dtype=torch.float64)
+        betas = ADAM_BETAS if index % 2 else (float(torch.empty(1).uniform_(0.5, 0.95,
+                                              generator=generator)), 0.999)
+        eps = (1e-9, 1e-8, 1e-3)[index % 3]
+        cases.append((grads, lrs, betas, eps, f"{steps} steps of gradients ~{scale:.1e}, "
+                      f"Noam rates (d_model={d_model}, warmup={warmup}), betas={betas}, "
+                      f"eps={eps:g}"))
+    tiny = torch.full((8,), 1e-5, dtype=torch.float64)
+    cases.append((tiny, torch.full((8,), 1e-3, dtype=torch.float64), ADAM_BETAS, 1e-9,
+                  "8 steps of the same tiny gradient 1e-5 at lr 1e-3"))
+    first = torch.tensor([3e-7], dtype=torch.float64)
+    cases.append((first, torch.tensor([2e-3], dtype=torch.float64), ADAM_BETAS, 1e-9,
+                  "a single first step with gradient 3e-7"))
+    zeros = torch.zeros(5, dtype=torch.float64)
+    cases.append((zeros, torch.full((5,), 1e-3, dtype=torch.float64), ADAM_BETAS, 1e-9,
+                  "zero gradients (no update at all)"))
+    flip = torch.tensor([1.0, -1.0, 1.0, -1.0, 50.0, 0.0], dtype=torch.float64)
+    cases.append((flip, torch.full((6,), 0.01, dtype=torch.float64), ADAM_BETAS, 1e-9,
+                  "gradients that flip sign, then one spike"))
+    return cases
+
+
+@exercise("10.2", "adam_updates")
+def check_adam_updates(candidate) -> str:
+    """``adam_updates(gradients, lrs, betas, eps)`` must return the change of a scalar
+    parameter at each step under Adam (bias-corrected moments, ε outside the root), as
+    ``torch.optim.Adam`` computes it."""
+    cases = _adam_cases(fresh_generator())
+    for grads, lrs, betas, eps, what in cases:
+        expected = torch_adam_updates(grads, lrs, betas, eps)
+        received = attempt(candidate, grads.clone(), lrs.clone(), betas, eps, what=what)
+        if isinstance(received, (list, tuple)):  # a list of numbers is fine too
+            received = attempt(lambda r: torch.tensor([float(x) for x in r]), received,
+                               what=f"the list returned for {what}")
+        expect_close(received, expected, what=what, atol=1e-12 * float(lrs.max()), rtol=1e-6)
+    return (f"matched torch.optim.Adam step by step on {len(cases)} fresh gradient sequences "
+            "with scales from 1e-8 to 1e3, Noam rates, several betas and eps, zero and tiny "
+            "gradients")
