@@ -86,8 +86,9 @@ def test_time_layers_returns_positive_times_and_restores_threads() -> None:
     torch.manual_seed(0)
     layers = table_1_layers(8, heads=2)
     before = torch.get_num_threads()
-    for threads in (1, None, 2):
-        seconds = time_layers(layers, [3, 6], batch=2, d=8, repeats=1, threads=threads)
+    for threads, clock in ((1, None), (None, None), (2, None), (1, "wall")):
+        seconds = time_layers(layers, [3, 6], batch=2, d=8, repeats=1, threads=threads,
+                              clock=clock)
         assert list(seconds) == list(layers)
         for name, values in seconds.items():
             assert len(values) == 2 and all(isinstance(t, float) and t > 0 for t in values), name
@@ -106,6 +107,8 @@ def test_time_layers_refuses_bad_arguments() -> None:
         time_layers(layers, [0], batch=1, d=4)
     with pytest.raises(BookError, match="threads: expected an integer >= 1, received 0"):
         time_layers(layers, [3], batch=1, d=4, threads=0)
+    with pytest.raises(BookError, match="clock: expected one of"):
+        time_layers(layers, [3], batch=1, d=4, clock="sundial")
     with pytest.raises(BookError, match="d: expected a multiple of heads=3"):
         table_1_layers(4, heads=3)
 

@@ -36,8 +36,8 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from transformer_book.baselines.conv import SequenceConv1d
 from transformer_book.baselines.rnn import RNN
 from transformer_book.nn.attention import MultiHeadAttention
-from transformer_book.util.timing import best_time
-from transformer_book.util.validation import require, require_positive_int
+from transformer_book.util.timing import CLOCKS, best_time
+from transformer_book.util.validation import require, require_one_of, require_positive_int
 
 __all__ = [
     "conv_flops_per_layer",
@@ -125,16 +125,18 @@ def sequence_layer_output(layer: nn.Module, x: torch.Tensor) -> torch.Tensor:
 
 
 def time_layers(layers: Mapping[str, nn.Module], ns: Sequence[int], batch: int, d: int, *,
-                repeats: int = 3, threads: int | None = 1, seed: int = 0) -> dict[str, list[float]]:
+                repeats: int = 3, threads: int | None = 1, clock: str | None = None,
+                seed: int = 0) -> dict[str, list[float]]:
     """Seconds of one forward + backward pass of each layer, for each length in ``ns``.
 
     Each layer runs :func:`sequence_layer_output` on a ``(batch, n, d)`` input that requires
     grad, then backward from the sum of its output, as in training. The time is the fastest
     of ``repeats`` calls after one warm-up (:func:`~transformer_book.util.timing.best_time`).
-    On a CPU with ``threads=1`` the clock is this process's CPU time on one torch thread
-    (steady on a busy machine); with more threads (``None``: leave torch's setting) or on a
-    GPU it is the wall clock, and on a GPU each call waits for its kernels to finish. The
-    thread setting is restored afterwards. Returns ``{name: [seconds for each n]}``.
+    ``clock=None`` picks it: on a CPU with ``threads=1``, this process's CPU time on one
+    torch thread (steady on a busy machine); with more threads (``None``: leave torch's
+    setting) or on a GPU, the wall clock (``"wall"`` or ``"cpu"`` force one). On a GPU each
+    call waits for its kernels to finish. The thread setting is restored afterwards.
+    Returns ``{name: [seconds for each n]}``.
     """
     require(isinstance(layers, Mapping) and len(layers) > 0
             and all(isinstance(m, nn.Module) for m in layers.values()), "layers",
@@ -145,6 +147,8 @@ def time_layers(layers: Mapping[str, nn.Module], ns: Sequence[int], batch: int, 
     repeats = require_positive_int(repeats, "repeats")
     if threads is not None:
         threads = require_positive_int(threads, "threads")
+    if clock is not None:
+        require_one_of(clock, "clock", CLOCKS)
     generator = torch.Generator().manual_seed(seed)
     previous = torch.get_num_threads()
     if threads is not None:
@@ -154,13 +158,14 @@ def time_layers(layers: Mapping[str, nn.Module], ns: Sequence[int], batch: int, 
         for n in ns:
             x_cpu = torch.randn(batch, n, d, generator=generator)
             for name, layer in layers.items():
-                seconds[name].append(_time_pass(layer, x_cpu, repeats, threads == 1))
+                seconds[name].append(_time_pass(layer, x_cpu, repeats, threads == 1, clock))
     finally:
         torch.set_num_threads(previous)
     return seconds
 
 
-def _time_pass(layer: nn.Module, x_cpu: torch.Tensor, repeats: int, one_thread: bool) -> float:
+def _time_pass(layer: nn.Module, x_cpu: torch.Tensor, repeats: int, one_thread: bool,
+               clock: str | None) -> float:
     """Fastest forward + backward of ``layer`` on a copy of ``x_cpu`` on the layer's device."""
     weight = next(layer.parameters(), x_cpu)  # a layer without weights runs where x is
     x = x_cpu.to(device=weight.device, dtype=weight.dtype).requires_grad_()
@@ -171,7 +176,8 @@ def _time_pass(layer: nn.Module, x_cpu: torch.Tensor, repeats: int, one_thread: 
         if on_gpu:
             torch.cuda.synchronize(x.device)
 
-    clock = "cpu" if one_thread and not on_gpu else "wall"
+    if clock is None:
+        clock = "cpu" if one_thread and not on_gpu else "wall"
     return best_time(train_pass, repeats=repeats, clock=clock)
 
 
