@@ -256,6 +256,22 @@ def test_list_and_prune(tmp_path):
         prune_checkpoints(tmp_path, 0)
 
 
+def test_prune_keeps_the_best_by_val_loss_beside_the_newest(tmp_path):
+    """The val optimum of a run that overfits lies far before its end: keep_last alone
+    would delete it."""
+    for step in (10, 20, 30, 40, 50, 60):
+        save_checkpoint(tmp_path / checkpoint_name(step), _model(step), config={}, step=step)
+    val_loss = {10: 3.0, 20: 2.1, 30: 2.0, 40: 2.4, 50: 2.6}  # 60: no evaluation at its step
+    removed = prune_checkpoints(tmp_path, keep_last=2, keep_best=2, val_loss=val_loss)
+    assert [p.name for p in removed] == ["step_00000010", "step_00000040"]
+    assert [p.name for p in list_checkpoints(tmp_path)] == [
+        "step_00000020", "step_00000030", "step_00000050", "step_00000060"]
+    assert prune_checkpoints(tmp_path, keep_last=1, keep_best=0, val_loss=val_loss) != []
+    assert [p.name for p in list_checkpoints(tmp_path)] == ["step_00000060"]
+    with pytest.raises(BookError, match=r"keep_best: expected an integer >= 0, received -1"):
+        prune_checkpoints(tmp_path, 1, keep_best=-1)
+
+
 def test_average_checkpoints(tmp_path):
     models = [_model(seed) for seed in range(3)]
     for i, m in enumerate(models):

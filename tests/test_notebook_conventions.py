@@ -111,3 +111,33 @@ def test_chapter_ends_with_a_summary(path):
         c.source for c in read(path).cells if c.cell_type == "markdown" and "## Summary" in c.source
     ]
     assert headings, f"{path.name}: a '## Summary' section"
+
+
+# The test split is read once, for the protocol fixed beforehand: only cells tagged
+# "final-protocol" in Part III's experiment chapters may name it.
+TEST_SPLIT = re.compile(r"""test_20\d\d|["']test["']|--split\s+test|split\s*=\s*["']test""")
+PROTOCOL_CHAPTERS = [p for p in NOTEBOOKS if p.name[:2] in ("10", "11", "12", "13")]
+
+
+@pytest.mark.parametrize("path", PROTOCOL_CHAPTERS, ids=lambda p: p.stem)
+def test_only_final_protocol_cells_load_the_test_split(path):
+    for index, cell in enumerate(read(path).cells):
+        if cell.cell_type == "code" and "final-protocol" not in tags(cell):
+            found = TEST_SPLIT.search(cell.source)
+            assert found is None, (
+                f"{path.name} cell {index}: {found.group(0)!r} outside a 'final-protocol' cell; "
+                "every exploratory comparison uses val"
+            )
+
+
+def test_the_final_protocol_is_scored_somewhere():
+    tagged = [p.name for p in PROTOCOL_CHAPTERS
+              if any("final-protocol" in tags(c) for c in read(p).cells)]
+    assert tagged, "chapters 10-13 score the final protocol on test in a 'final-protocol' cell"
+
+
+def test_the_convention_catches_a_test_split_load():
+    assert TEST_SPLIT.search('pairs = load_multi30k("test_2016_flickr")')
+    assert TEST_SPLIT.search("transformer-book evaluate --split test_2017_flickr")
+    assert TEST_SPLIT.search("evaluate(model, split='test')")
+    assert not TEST_SPLIT.search('pairs = load_multi30k("val")')

@@ -57,7 +57,11 @@ def test_interrupted_and_resumed_run_matches_uninterrupted(multi30k_dir, tmp_pat
         "the run crosses epoch boundaries (per-epoch reshuffle)"
     assert len(second.losses) == 30, "the resumed run keeps the first session's losses"
     assert torch.equal(_losses(whole), _losses(second)), "same losses, step for step"
-    assert [e["step"] for e in whole.evals] == [e["step"] for e in second.evals]
+    scheduled = [[e["step"] for e in r.evals if e["reason"] != "end of training"]
+                 for r in (whole, second)]
+    assert scheduled[0] == scheduled[1], "the same scheduled evaluations"
+    # The first session's closing evaluation is part of the resumed run's history.
+    assert [e["step"] for e in second.evals if e["reason"] == "end of training"] == [20, 30]
     a = load_file(whole.final_checkpoint / "model.safetensors")
     b = load_file(second.final_checkpoint / "model.safetensors")
     assert all(torch.equal(a[k], b[k]) for k in a), "same final weights"
@@ -294,3 +298,12 @@ def test_bad_arguments_are_named(multi30k_dir, tmp_path):
         train({"model": {}}, tmp_path)
     with pytest.raises(ValueError, match="bleu_sentences: expected an integer >= 0"):
         train(_config(multi30k_dir), tmp_path, bleu_sentences=-1)
+
+
+def test_the_last_checkpoint_holds_the_last_evaluation(multi30k_dir, tmp_path):
+    """Step 20 is a checkpoint step (every 10) but no evaluation step: its checkpoint is
+    written again after the end-of-training evaluation, so choosing by val can see it."""
+    result = train(_config(multi30k_dir, 20), tmp_path / "out", **{**QUICK, "bleu_sentences": 0})
+    assert result.final_checkpoint.name == "step_00000020"
+    evals = load_checkpoint(result.final_checkpoint)["extra"]["evals"]
+    assert [e["step"] for e in evals][-1] == 20 and evals[-1]["reason"] == "end of training"

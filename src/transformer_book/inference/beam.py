@@ -174,9 +174,9 @@ def beam_search(
     best by log-probability, moves those ending in ``<eos>`` among the top ``beam_size`` to
     the sentence's finished list with score ``log P / lp``, and keeps alive the
     ``beam_size`` best of the 2K that do not end in ``<eos>`` (an ``<eos>`` ranked below
-    ``beam_size`` is dropped: it neither finishes nor lives on). A sentence stops when no live hypothesis can still beat its best
-    finished one (log-probabilities only fall, lp is at most lp(max length)) or at its
-    maximum length ``max_len_a · source length + max_len_b`` (Section 6.1: a = 1, b = 50),
+    ``beam_size`` is dropped: it neither finishes nor lives on). A sentence stops when no
+    live hypothesis can still beat its best finished one (log-probabilities only fall, lp
+    is at most lp(max length)) or at its maximum length ``max_len_a · source length + max_len_b`` (Section 6.1: a = 1, b = 50),
     where ``<eos>`` is forced. Returns the best finished hypothesis of each sentence.
     ``min_len`` forbids ``<eos>`` before that many tokens. α = 0, beam size 1: greedy.
 
@@ -197,12 +197,10 @@ def beam_search(
     with evaluation_mode(model):
         memory = model.encode(src_ids)  # (B, S, d_model): one copy, shared by the K beams
         stepper = Stepper(model, src_ids, memory, use_cache)
-        # Hypotheses of sentence i are rows i·W .. i·W + W - 1 of prefix: W = 1 (<bos>)
-        # at the first step, then W = K.
+        # Sentence i's hypotheses: rows i·W .. i·W + W - 1 of prefix (W = 1, <bos>, then K).
         prefix = torch.full((b, 1), config.bos_id, dtype=torch.long, device=device)
         # Scores in the stepper's dtype: float32, or float64 for a float64 model.
-        dtype = torch.promote_types(memory.dtype, torch.float32)
-        search = _Search.start(limits, alpha, dtype)
+        search = _Search.start(limits, alpha, torch.promote_types(memory.dtype, torch.float32))
         for t in range(int(limits.max()) + 1):
             width = search.scores.shape[1]
             logp = stepper.step(prefix).view(b, width, vocab)  # (B·W, V) -> (B, W, V)
@@ -216,8 +214,7 @@ def beam_search(
             token, rows = _survive(search, cand, token, rows, config.eos_id, forced, stop)
             if bool(search.done.all()):
                 break
-            prefix = _follow(search, stepper, prefix, token, rows)
-            b = len(search.sentence)
+            prefix, b = _follow(search, stepper, prefix, token, rows), len(search.sentence)
     return [max(hyps)[1] for hyps in finished]
 
 

@@ -220,9 +220,12 @@ def _after_step(run: Session) -> None:
 def _finish(run: Session) -> TrainingResult:
     """The last evaluation and checkpoint (unless just done), then the result and record."""
     step = run.trainer.step
-    if step != run.last_eval_step and step > 0:
+    evaluated = step > 0 and step != run.last_eval_step
+    if evaluated:
         _evaluate(run, "end of training")
-    if step > 0 and (run.last_checkpoint is None
+    # Saved again if this step's checkpoint came before its evaluation: the checkpoints
+    # carry the evaluations that choosing by val (--select best-val) reads.
+    if step > 0 and (evaluated or run.last_checkpoint is None
                      or run.last_checkpoint.name != checkpoint_name(step)):
         run.last_checkpoint = save_session(run)
     run.info.barrier()

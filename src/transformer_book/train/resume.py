@@ -19,7 +19,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from transformer_book.nn.config import TransformerConfig
+from transformer_book.nn.config import LEGACY_LAYOUT, TransformerConfig
 from transformer_book.run.checkpoint import load_checkpoint
 from transformer_book.run.config import RunConfig
 from transformer_book.util.rng import restore_rng_state
@@ -62,16 +62,19 @@ def check_compatible(meta: dict[str, Any], run_config: RunConfig, config: Transf
     and its new value.
 
     Every ``[train]`` setting counts except :data:`BOOKKEEPING` (``max_steps``,
-    ``max_minutes``, the evaluation and checkpoint intervals, ``keep_last``, ``keep_best``): a changed
-    ``lr_factor``, ``warmup_steps``, ``clip_norm``, ``precision``, ``accumulation`` or
-    ``seed`` would change the run half-way while its record shows one value for all of
+    ``max_minutes``, the evaluation and checkpoint intervals, ``keep_last``, ``keep_best``):
+    a changed ``lr_factor``, ``warmup_steps``, ``clip_norm``, ``precision``,
+    ``accumulation`` or ``seed`` would change the run half-way while its record shows one value for all of
     it. ``precision``, when given, is the one this session trains in ("fp32", "bf16",
     "fp16"; "auto" resolved), compared with the one the checkpoint was trained in.
     """
     saved = _table(meta.get("config"))
     path = meta.get("directory")
     run, now = _table(saved.get("run")), run_config.to_dict()
-    pairs = [("model", _table(saved.get("model")), config.to_dict(), ()),
+    model = _table(saved.get("model"))
+    if model and "final_norm" not in model and "generator_bias" not in model:
+        model = {**model, **LEGACY_LAYOUT}  # saved before the layout fields: nn.Transformer's
+    pairs = [("model", model, config.to_dict(), ()),
              ("data", _table(run.get("data")), now["data"], ("data_dir",)),
              ("train", _table(run.get("train")), now["train"], BOOKKEEPING)]
     problems = [f"[{section}] {key}: {old.get(key)!r} in the checkpoint, {new.get(key)!r} now"

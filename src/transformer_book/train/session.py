@@ -146,7 +146,8 @@ def open_session(run_config: RunConfig, out_dir: Path, options: TrainOptions, in
 
 def save_session(run: Session) -> Path | None:
     """Everything an exact resume needs (rank 0 writes it); then only the ``keep_last``
-    newest checkpoints and the ``keep_best`` of lowest validation loss are kept. Weights that are not all finite are never saved: every process raises
+    newest checkpoints and the ``keep_best`` of lowest validation loss are kept. Weights that
+    are not all finite are never saved: every process raises
     :class:`NonFiniteLossError` instead (one read of the device per checkpoint)."""
     trainer = run.trainer
     _require_finite_weights(run.raw_model, trainer.step)
