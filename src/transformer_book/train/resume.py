@@ -64,9 +64,10 @@ def check_compatible(meta: dict[str, Any], run_config: RunConfig, config: Transf
     Every ``[train]`` setting counts except :data:`BOOKKEEPING` (``max_steps``,
     ``max_minutes``, the evaluation and checkpoint intervals, ``keep_last``, ``keep_best``):
     a changed ``lr_factor``, ``warmup_steps``, ``clip_norm``, ``precision``,
-    ``accumulation`` or ``seed`` would change the run half-way while its record shows one value for all of
-    it. ``precision``, when given, is the one this session trains in ("fp32", "bf16",
-    "fp16"; "auto" resolved), compared with the one the checkpoint was trained in.
+    ``accumulation`` or ``seed`` would change the run half-way while its record shows one
+    value for all of it. ``precision``, when given, is the one this session trains in
+    ("fp32", "bf16", "fp16"; "auto" resolved), compared with the one the checkpoint was
+    trained in.
     """
     saved = _table(meta.get("config"))
     path = meta.get("directory")
