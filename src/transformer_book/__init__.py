@@ -96,13 +96,16 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
     ),
     "analysis": (
         "AblationResult", "Accelerator", "BACKWARD_FACTOR", "EXTRA_KEYS", "FlopBreakdown",
-        "HARDWARE", "KeySizeMask", "PAPER_GPU_TFLOPS", "PAPER_TABLE3", "ablation_data",
-        "autograd_depth", "conv_flops_per_layer", "estimate_training_time",
-        "evaluate_variant", "find_accelerator", "mfu", "paper_training_cost",
-        "peak_flops", "recurrent_flops_per_layer", "relative_change", "restrict_key_size",
-        "results_by_name", "run_ablation", "saved_tensor_bytes",
-        "self_attention_flops_per_layer", "train_variant", "training_flops",
-        "training_flops_per_token", "transformer_flops"
+        "HARDWARE", "KeySizeMask", "PAPER_GPU_TFLOPS", "PAPER_TABLE3", "RowVerdict",
+        "SEED_TEST_LEVEL", "SeedChange", "VariantRuns", "VariantScores", "Verdict",
+        "ablation_data", "autograd_depth", "conv_flops_per_layer", "count_operations",
+        "estimate_training_time", "evaluate_variant", "find_accelerator", "mean_sd", "mfu",
+        "paper_change", "paper_training_cost", "peak_flops", "recurrent_flops_per_layer",
+        "relative_change", "restrict_key_size", "results_by_name", "row_verdict",
+        "run_ablation", "saved_tensor_bytes", "seed_change",
+        "self_attention_flops_per_layer", "sequence_layer_output", "t_critical",
+        "t_two_sided_p", "table_1_layers", "time_layers", "train_variant", "training_flops",
+        "training_flops_per_token", "transformer_flops", "verdict_summary"
     ),
     "baselines": (
         "CausalConv1d", "ConvS2SBlock", "ConvS2SStack", "DilatedConvStack",

@@ -31,7 +31,7 @@ from transformer_book.analysis.ablation import PAPER_TABLE3, VariantRuns, relati
 from transformer_book.util.validation import fail, require, require_number
 
 __all__ = [
-    "ALPHA",
+    "SEED_TEST_LEVEL",
     "RowVerdict",
     "SeedChange",
     "Verdict",
@@ -44,7 +44,7 @@ __all__ = [
     "verdict_summary",
 ]
 
-ALPHA = 0.05  # a test's significance level: p < ALPHA counts
+SEED_TEST_LEVEL = 0.05  # a test's significance level: p < SEED_TEST_LEVEL counts
 
 
 def mean_sd(values: Sequence[float]) -> tuple[float, float]:
@@ -139,8 +139,8 @@ class SeedChange:
 
     @property
     def measured(self) -> bool:
-        """The seeds' test says the change is not noise: p < ALPHA."""
-        return self.tested and self.p_value < ALPHA
+        """The seeds' test says the change is not noise: p < SEED_TEST_LEVEL."""
+        return self.tested and self.p_value < SEED_TEST_LEVEL
 
     def __str__(self) -> str:
         unit = "%" if self.relative else ""
