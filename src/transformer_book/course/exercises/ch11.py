@@ -187,6 +187,16 @@ def _built_cases(generator: torch.Generator) -> list[tuple]:
         logp = _log_probs(generator, k, vocab)
         _place_eos(logp, scores, eos, rank)
         cases.append((scores, logp, k, eos, 6, 0.6, 20, [], "exact"))
+    # Beam 0's <eos> first (it finishes) and beam 1's at rank k (dropped): only k - 1 of the
+    # top k live on, so the k-th live slot goes to the best candidate after rank k, never
+    # to the dropped <eos> (the rule a search that extends an ended hypothesis breaks).
+    level = torch.full((k,), -4.0, dtype=torch.float64)
+    both = _log_probs(generator, k, vocab)
+    both[:, eos] = -math.inf
+    others = (level[:, None] + both).flatten().sort(descending=True).values
+    both[0, eos] = (-4.0 + float(others[0])) / 2 + 4.0
+    both[1, eos] = (float(others[k - 2]) + float(others[k - 1])) / 2 + 4.0
+    cases.append((level, both, k, eos, 6, 0.6, 20, [], "exact"))
     first = _log_probs(generator, 1, 5)  # a first step: one hypothesis, 3 finite candidates
     cases.append((torch.zeros(1, dtype=torch.float64), first, 4, 3, 0, 0.6, 9, [], "exact"))
     limit = _log_probs(generator, k, vocab)  # the length limit: only <eos> may follow
