@@ -178,8 +178,7 @@ def beam_search(
     live hypothesis can still beat its best finished one (log-probabilities only fall, lp
     is at most lp(max length)) or at its maximum length ``max_len_a · source length +
     max_len_b`` (Section 6.1: a = 1, b = 50), where ``<eos>`` is forced. Returns the best
-    finished hypothesis of each sentence. ``min_len`` forbids ``<eos>`` before that many
-    tokens. α = 0, beam size 1: greedy.
+    finished hypothesis of each sentence; ``min_len`` forbids ``<eos>`` before that many.
 
     ``stop`` is the stopping rule. ``"exact"`` (the default) is the one above: the search
     stops as soon as its answer is known, never earlier. ``"k_finished"`` also stops a
