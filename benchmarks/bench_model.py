@@ -92,12 +92,21 @@ def _step(model: nn.Module, optimizer: torch.optim.Optimizer, src: torch.Tensor,
     return step
 
 
+def equal_models(max_len: int, dropout: float, preset: str = "small"
+                 ) -> tuple[Reference, Transformer]:
+    """The reference and ours with the same weights: ours in nn.Transformer's layout (final
+    norms, a generator bias), so that the weights copy one to one."""
+    config = TransformerConfig.preset(preset, VOCAB, dropout=dropout, max_len=max_len + 1,
+                                      final_norm=True, generator_bias=True)
+    torch.manual_seed(0)
+    ref = Reference(config)
+    return ref, Transformer.from_torch(ref.transformer, ref.embedding, ref.generator, config)
+
+
 def bench_one(batch: int, max_len: int, dropout: float, repeats: int, clock: str = "wall") -> dict:
     """One training-step comparison at the small preset's dimensions."""
-    config = TransformerConfig.preset("small", VOCAB, dropout=dropout, max_len=max_len + 1)
-    torch.manual_seed(0)
-    ref = Reference(config).train()
-    ours = Transformer.from_torch(ref.transformer, ref.embedding, ref.generator, config).train()
+    ref, ours = equal_models(max_len, dropout)
+    ref, ours = ref.train(), ours.train()
     src, tgt = make_batch(batch, max_len)
     tokens = int((src != 0).sum() + (tgt[:, :-1] != 0).sum())
     adam = dict(lr=1e-4, betas=(0.9, 0.98), eps=1e-9)

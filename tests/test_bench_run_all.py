@@ -105,3 +105,26 @@ def test_compare_lists_rows_more_than_ten_percent_worse_and_missing_ones():
     assert len(worse) == 2
     assert worse[0].startswith("b: 0.850 against 1.000 (-15.0%)")
     assert worse[1] == "c: missing"
+
+
+def test_bench_model_times_two_equal_models():
+    """bench_model copies nn.Transformer's weights into ours (nn.Transformer's layout): the
+    two compute the same logits, so the benchmark compares like with like (no timing)."""
+    import sys
+
+    import torch
+
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        model_spec = importlib.util.spec_from_file_location(
+            "bench_model", ROOT / "benchmarks" / "bench_model.py")
+        bench_model = importlib.util.module_from_spec(model_spec)
+        model_spec.loader.exec_module(bench_model)
+    finally:
+        sys.path.remove(str(ROOT / "benchmarks"))
+    ref, ours = bench_model.equal_models(max_len=15, dropout=0.0, preset="tiny")
+    ref, ours = ref.eval(), ours.eval()
+    src = torch.randint(3, bench_model.VOCAB, (2, 7))
+    tgt = torch.randint(3, bench_model.VOCAB, (2, 5))
+    with torch.no_grad():
+        torch.testing.assert_close(ours(src, tgt), ref(src, tgt), rtol=1e-4, atol=1e-4)
