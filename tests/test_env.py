@@ -91,3 +91,14 @@ def test_torch_threads_sets_and_restores():
 def test_device_name_describes_the_cpu():
     name = env.device_name("cpu")
     assert isinstance(name, str) and name
+
+
+def test_cpu_name_reads_the_model_name(tmp_path):
+    from transformer_book.util.env import cpu_name
+
+    info = tmp_path / "cpuinfo"
+    info.write_text("processor\t: 0\nvendor_id\t: AuthenticAMD\nmodel name\t: AMD EPYC 7B13\n")
+    assert cpu_name(info) == "AMD EPYC 7B13"
+    info.write_text("processor\t: 0\n")
+    assert cpu_name(info) and cpu_name(info) != "AMD EPYC 7B13"  # platform's fallback
+    assert cpu_name(tmp_path / "missing")

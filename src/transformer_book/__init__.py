@@ -34,7 +34,8 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
     "util": (
         "BookError", "CLOCKS", "DEVICE_ORDER", "Stopwatch", "atomic_write_bytes",
         "atomic_write_json", "atomic_write_text", "atomic_writer", "best_time",
-        "capture_rng_state", "command_line", "device_name", "environment_report", "fail",
+        "capture_rng_state", "command_line", "cpu_name", "device_name", "environment_report",
+        "fail",
         "format_report", "fsync_path", "get_device", "git_commit", "hardware_info",
         "in_colab", "measure", "medians", "new_directory", "read_records", "require",
         "require_bool", "require_device", "require_finite_tensor", "require_int",

@@ -4,6 +4,7 @@ environment (device, seeds, Colab), timing, RNG states and the JSON run records.
 
 from transformer_book.util.env import (
     DEVICE_ORDER,
+    cpu_name,
     device_name,
     environment_report,
     format_report,
@@ -60,7 +61,8 @@ from transformer_book.util.validation import (
 __all__ = [
     "CLOCKS", "DEVICE_ORDER", "BookError", "Stopwatch", "atomic_write_bytes",
     "atomic_write_json", "atomic_write_text", "atomic_writer", "best_time", "capture_rng_state",
-    "command_line", "device_name", "environment_report", "fail", "format_report", "fsync_path",
+    "command_line", "cpu_name", "device_name", "environment_report", "fail", "format_report",
+    "fsync_path",
     "get_device", "git_commit", "hardware_info", "in_colab", "measure", "medians",
     "new_directory", "read_records", "require", "require_bool", "require_device",
     "require_finite_tensor", "require_int", "require_number", "require_one_of",

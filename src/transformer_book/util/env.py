@@ -13,6 +13,7 @@ import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from importlib import metadata
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -21,6 +22,7 @@ from transformer_book.util.validation import BookError, fail, require, require_i
 
 __all__ = [
     "DEVICE_ORDER",
+    "cpu_name",
     "device_name",
     "environment_report",
     "format_report",
@@ -95,6 +97,19 @@ def device_name(device: torch.device | str) -> str:
         return torch.cuda.get_device_name(device)
     if device.type == "mps":
         return "Apple GPU (Metal)"
+    return cpu_name()
+
+
+def cpu_name(cpuinfo: str | Path = "/proc/cpuinfo") -> str:
+    """The CPU's model name (Linux's ``/proc/cpuinfo``, e.g. ``"AMD EPYC"``), else what
+    ``platform`` knows (``"arm"``, ``"x86_64"``): training records name the machine."""
+    try:
+        for line in Path(cpuinfo).read_text(errors="replace").splitlines():
+            key, _, value = line.partition(":")
+            if key.strip() == "model name" and value.strip():
+                return value.strip()
+    except OSError:
+        pass
     return platform.processor() or platform.machine()
 
 
