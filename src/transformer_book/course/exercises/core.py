@@ -9,7 +9,12 @@ included) and compares with a reference. ``check`` then prints one of
 - ``○ Exercise 05.1 not attempted yet: ...`` (the function raised ``NotImplementedError``)
 - ``✗ Exercise 05.1 failed: <input>, expected <...>, received <...>``
 
-and never a bare traceback.
+and never a bare traceback. An answer that is not the learner's own function (one taken
+from ``torch``, ``transformer_book``, another installed library or the standard library,
+e.g. ``check("05.1", scaled_dot_product_attention)``) fails without being run:
+``✗ ... this is transformer_book.nn.attention.scaled_dot_product_attention, not your own
+function`` (:func:`foreign_origin`). A wrapper written in the notebook that calls such a
+function is the learner's own and is checked like any other answer.
 
 Writing a checker::
 
@@ -27,6 +32,8 @@ from __future__ import annotations
 import importlib
 import os
 import pkgutil
+import sys
+import sysconfig
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -103,12 +110,63 @@ def _lookup(exercise_id: str) -> Exercise:
     return REGISTRY[exercise_id]
 
 
+_LIBRARY_PREFIXES = ("torch", "transformer_book", "numpy", "builtins")
+
+
+def _library_dirs() -> tuple[str, ...]:
+    paths = sysconfig.get_paths()
+    names = ("stdlib", "platstdlib", "purelib", "platlib")
+    return tuple(os.path.join(os.path.realpath(paths[n]), "") for n in names if n in paths)
+
+
+def _defining_module(candidate: Any) -> str | None:
+    """The module that defined ``candidate``: a function's ``__module__``, a builtin method's
+    class, a callable object's class."""
+    module = getattr(candidate, "__module__", None)
+    if isinstance(module, str):
+        return module
+    for owner in (getattr(candidate, "__objclass__", None), getattr(candidate, "__self__", None)):
+        if owner is not None:
+            owner = owner if isinstance(owner, type) else type(owner)
+            return owner.__module__
+    return type(candidate).__module__
+
+
+def foreign_origin(candidate: Any) -> str | None:
+    """``"<module>.<name>"`` when ``candidate`` comes from ``torch``, ``transformer_book``,
+    ``numpy``, the standard library or any installed library; ``None`` when it was defined
+    by the learner (in a notebook, ``__module__`` is ``"__main__"``) or in a local file."""
+    module = _defining_module(candidate)
+    if not module or module == "__main__":
+        return None
+    name = getattr(candidate, "__qualname__", None) or type(candidate).__qualname__
+    if name.startswith("_") and "." in name:  # torch._VariableFunctionsClass.softmax
+        name = getattr(candidate, "__name__", name)
+    label = f"{module}.{name}"
+    if module.split(".")[0] in _LIBRARY_PREFIXES or module in sys.builtin_module_names:
+        return label
+    origin = getattr(sys.modules.get(module), "__file__", None)
+    if origin and os.path.realpath(origin).startswith(_library_dirs()):
+        return label
+    return None
+
+
 def run_check(exercise_id: str, candidate: Callable[..., Any]) -> CheckResult:
-    """Run the checker for ``exercise_id`` on ``candidate`` and return a :class:`CheckResult`."""
+    """Run the checker for ``exercise_id`` on ``candidate`` and return a :class:`CheckResult`.
+
+    A ``candidate`` that :func:`foreign_origin` traces to a library fails without being run.
+    """
     entry = _lookup(exercise_id)
     if not callable(candidate):
         return CheckResult(
             exercise_id, "failed", f"expected a function, received {type(candidate).__name__}"
+        )
+    borrowed = foreign_origin(candidate)
+    if borrowed is not None:
+        return CheckResult(
+            exercise_id, "failed",
+            f"{entry.title}: this is {borrowed}, not your own function: write it "
+            "yourself in the notebook and check that.",
         )
     try:
         verified = entry.checker(candidate)
