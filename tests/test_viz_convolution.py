@@ -74,6 +74,14 @@ def test_path_length_plot_draws_each_series_and_a_zoomed_panel():
         ["all models"]
 
 
+def test_path_length_plot_stops_a_curve_at_unmeasured_lengths():
+    fig = path_length_plot([8, 16, 32], {"conv": [4, 8, 16], "gpu": [4, 8, None]})
+    ydata = fig.axes[0].lines[1].get_ydata()
+    assert list(ydata[:2]) == [4, 8] and np.isnan(ydata[2])
+    with pytest.raises(BookError, match=r"series\['gpu'\]"):
+        path_length_plot([8, 16], {"gpu": [None, None]})
+
+
 def test_cost_curves_are_log_log_with_a_marker():
     fig = cost_curves([8, 16, 32], {"a": [1.0, 4.0, 16.0], "b": [2.0, 4.0, 8.0]},
                       marker_x=16, marker_label="n = d", ylabel="FLOPs")

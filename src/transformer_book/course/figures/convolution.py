@@ -175,17 +175,19 @@ def cost_curves(ns: Sequence[float], series: Mapping[str, Sequence[float]], *,
 
 
 def _check_series(ns: Sequence[float], series: Mapping[str, Sequence[float]],
-                  positive: bool) -> list[float]:
+                  positive: bool, missing_ok: bool = False) -> list[float]:
     ns = [float(n) for n in ns]
     require(len(ns) >= 2 and all(n > 0 for n in ns), "ns", "at least two positive lengths", ns)
     require(isinstance(series, Mapping) and len(series) >= 1, "series",
             "a mapping of labels to values", type(series).__name__)
     for label, values in series.items():
-        values = [float(v) for v in values]
-        if len(values) != len(ns) or (positive and not all(v > 0 for v in values)):
+        values = [v if missing_ok and v is None else float(v) for v in values]
+        if len(values) != len(ns) or (positive and not all(v > 0 for v in values)) or \
+                all(v is None for v in values):
+            measured = sum(v is not None for v in values)
             raise fail(f"series[{label!r}]",
-                       f"{len(ns)} {'positive ' if positive else ''}values (one per n)",
-                       f"{len(values)} values")
+                       f"{len(ns)} {'positive ' if positive else ''}values (one per n, "
+                       "at least one not None)", f"{len(values)} values, {measured} not None")
     return ns
 
 
@@ -195,15 +197,17 @@ def path_length_plot(ns: Sequence[int], series: Mapping[str, Sequence[int]], *,
 
     The left panel shows every series; the right one (when ``zoom_below`` is given) the
     same curves with the y axis cut at ``zoom_below``, so the short paths are readable.
-    On a log n axis a straight line is O(log n) and an upward curve is O(n).
+    On a log n axis a straight line is O(log n) and an upward curve is O(n). A value of
+    ``None`` is a length that was not measured: the curve stops there.
     """
-    ns = _check_series(ns, series, positive=False)
+    ns = _check_series(ns, series, positive=False, missing_ok=True)
     panels = 2 if zoom_below is not None else 1
     fig, axes = new_figure(1, panels, width=5.2 * panels, height=3.8)
     axes = np.atleast_1d(axes)
     for index, ax in enumerate(axes):
         for label, values in series.items():
-            ax.plot(ns, [float(v) for v in values], marker="o", markersize=3.5, label=label)
+            ax.plot(ns, [np.nan if v is None else float(v) for v in values], marker="o",
+                    markersize=3.5, label=label)
         ax.set_xscale("log", base=2)
         ax.set_xlabel("sequence length n (log scale)")
         ax.set_ylabel("layers needed")
