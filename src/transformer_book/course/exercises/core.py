@@ -29,6 +29,7 @@ Writing a checker::
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import os
 import pkgutil
@@ -103,7 +104,12 @@ def load_all() -> None:
 
 
 def _lookup(exercise_id: str) -> Exercise:
-    load_all()
+    """The registered exercise: its chapter's module first (``"05.1"``: ``ch05``), else all."""
+    if exercise_id not in REGISTRY and isinstance(exercise_id, str) and exercise_id[:2].isdigit():
+        with contextlib.suppress(ModuleNotFoundError):
+            importlib.import_module(f"{__name__.rpartition('.')[0]}.ch{exercise_id[:2]}")
+    if exercise_id not in REGISTRY:
+        load_all()
     if exercise_id not in REGISTRY:
         raise fail("exercise_id", f"one of {', '.join(sorted(REGISTRY)) or 'none'}",
                    repr(exercise_id))
