@@ -1,11 +1,17 @@
-"""Rewrite every notebook's first two cells from the repository URL in ``_config.yml``.
+"""Bring every notebook's generated parts in line: setup cells and exercise markup.
 
-Cell 0 is the chapter title and its "Open in Colab" badge; cell 1 installs the package
-when (and only when) the notebook runs on Google Colab. The URL lives only in
-``_config.yml``; ``tests/test_notebook_conventions.py`` fails when a notebook disagrees.
+- Cell 0 is the chapter title and its "Open in Colab" badge; cell 1 installs the package
+  when (and only when) the notebook runs on Google Colab, tagged ``remove-cell`` so that the
+  book's pages leave it out. The URL lives only in ``_config.yml``.
+- Exercises: each ``{exercise}`` title starts with its id (``05.1 · Title``) and the box
+  has ``:nonumber:`` (the id, not a book-wide number); solution code cells are collapsed
+  behind "Show solution"; ``{solution}`` cells are tagged ``solution``; every exercise cell
+  carries ``metadata["exercise"]`` (:mod:`transformer_book.course.exercise_cells`).
 
-    python scripts/sync_notebooks.py          # rewrite in place
-    python scripts/sync_notebooks.py --check  # exit 1 and list notebooks that disagree
+It is idempotent: a second run changes nothing. Notebooks may be named on the command line.
+
+    python scripts/sync_notebooks.py          # rewrite in place, list what changed
+    python scripts/sync_notebooks.py --check  # exit 1 and list, cell by cell, what is stale
 """
 
 from __future__ import annotations
@@ -19,11 +25,18 @@ import nbformat
 import yaml
 
 from transformer_book.course.assignments import write_notebook_atomically
-from transformer_book.util.validation import fail, require
+from transformer_book.course.exercise_cells import (
+    EXERCISE_OPEN,
+    annotate,
+    find_exercises,
+    has_solution_markers,
+)
+from transformer_book.util.validation import BookError, fail, require
 
 ROOT = Path(__file__).resolve().parents[1]
 BADGE_IMAGE = "https://colab.research.google.com/assets/colab-badge.svg"
-SETUP_TAGS = ["colab-setup", "hide-input"]
+SETUP_TAGS = ["colab-setup", "remove-cell"]
+SOLUTION_PROMPTS = {"code_prompt_show": "Show solution", "code_prompt_hide": "Hide solution"}
 
 
 def repository() -> tuple[str, str]:
@@ -65,30 +78,88 @@ def header_cells(title: str, notebook_name: str, url: str, branch: str) -> tuple
     return f"# {title}\n\n{badge}", setup
 
 
-def sync(path: Path, *, write: bool) -> bool:
-    """Bring ``path``'s first two cells in line; return True if they already were."""
+def sync_header(notebook: nbformat.NotebookNode, name: str) -> list[str]:
+    """Cells 0 and 1 from ``_config.yml``; return what changed."""
     url, branch = repository()
-    notebook = nbformat.read(path, as_version=4)
-    title_source, setup_source = header_cells(title_of(notebook, path.name), path.name, url, branch)
-    cells = notebook.cells
-    in_line = (
-        len(cells) >= 2
-        and cells[0].source == title_source
-        and cells[1].cell_type == "code"
-        and cells[1].source == setup_source
-        and cells[1].metadata.get("tags") == SETUP_TAGS
+    title_source, setup_source = header_cells(title_of(notebook, name), name, url, branch)
+    cells, changes = notebook.cells, []
+    if cells[0].source != title_source:
+        changes.append("cell 0: the title and Colab badge disagree with _config.yml")
+        cells[0].source = title_source
+    has_setup = (
+        len(cells) >= 2 and cells[1].cell_type == "code" and "google.colab" in cells[1].source
     )
-    if in_line or not write:
-        return in_line
-    cells[0] = nbformat.v4.new_markdown_cell(title_source, id=cells[0].get("id"))
-    setup = nbformat.v4.new_code_cell(setup_source, metadata={"tags": list(SETUP_TAGS)})
-    if len(cells) >= 2 and cells[1].cell_type == "code" and "google.colab" in cells[1].source:
-        setup["id"] = cells[1].get("id", setup["id"])
-        cells[1] = setup
-    else:
-        cells.insert(1, setup)
-    write_notebook_atomically(notebook, path)
-    return False
+    if not has_setup:
+        changes.append("cell 1: no Colab setup cell (inserted)")
+        cells.insert(1, nbformat.v4.new_code_cell(setup_source))
+    setup = cells[1]
+    if setup.source != setup_source:
+        changes.append("cell 1: the Colab setup cell disagrees with _config.yml")
+        setup.source = setup_source
+    if setup.metadata.get("tags") != SETUP_TAGS:
+        changes.append(f"cell 1: setup cell tags {setup.metadata.get('tags')} -> {SETUP_TAGS}")
+        setup.metadata["tags"] = list(SETUP_TAGS)
+    return changes
+
+
+def exercise_source(source: str, exercise_id: str) -> str:
+    """The ``{exercise}`` directive of ``source`` titled ``NN.K · Title``, with ``:nonumber:``."""
+    opened = EXERCISE_OPEN.search(source)
+    title = opened["title"].strip()
+    prefix = f"{exercise_id} · "
+    if not title.startswith(prefix):
+        title = prefix + title.removeprefix(exercise_id).lstrip(" ·:-")
+    head = f"{opened['fence']}{{exercise}} {title}".rstrip()
+    rest = source[opened.end():].split("\n")
+    options = 1
+    while options < len(rest) and rest[options].startswith(":"):
+        options += 1
+    if not any(line.strip() == ":nonumber:" for line in rest[1:options]):
+        rest.insert(options, ":nonumber:")
+    return source[: opened.start()] + head + "\n".join(rest)
+
+
+def _add_tag(cell: nbformat.NotebookNode, tag: str) -> bool:
+    tags = list(cell.metadata.get("tags", []))
+    if tag in tags:
+        return False
+    cell.metadata["tags"] = [*tags, tag]
+    return True
+
+
+def sync_exercises(notebook: nbformat.NotebookNode, name: str) -> list[str]:
+    """Exercise titles, solution toggles and tags, and ``metadata["exercise"]``."""
+    changes = []
+    for exercise in find_exercises(notebook, name):
+        cell = notebook.cells[exercise.statement]
+        wanted = exercise_source(cell.source, exercise.id)
+        if cell.source != wanted:
+            changes.append(f"cell {exercise.statement} ({cell.get('id')}): exercise "
+                           f"{exercise.id}'s title lacks its id or the box lacks :nonumber:")
+            cell.source = wanted
+        for index in exercise.solutions:
+            solution = notebook.cells[index]
+            where = f"cell {index} ({solution.get('id')}): {exercise.id}'s solution"
+            if has_solution_markers(solution):
+                if _add_tag(solution, "hide-input"):
+                    changes.append(f"{where} is not collapsed (tag hide-input)")
+                if solution.metadata.get("mystnb") != SOLUTION_PROMPTS:
+                    changes.append(f"{where} toggle does not read 'Show solution'")
+                    solution.metadata["mystnb"] = dict(SOLUTION_PROMPTS)
+            elif _add_tag(solution, "solution"):
+                changes.append(f"{where} is not tagged 'solution'")
+    return changes + annotate(notebook, name)
+
+
+def sync(path: Path, *, write: bool) -> list[str]:
+    """Bring ``path`` in line (written only if ``write``); return what was out of date."""
+    notebook = nbformat.read(path, as_version=4)
+    if not notebook.cells:
+        raise fail(path.name, "a notebook with cells", "no cells")
+    changes = sync_header(notebook, path.name) + sync_exercises(notebook, path.name)
+    if changes and write:
+        write_notebook_atomically(notebook, path)
+    return changes
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -97,9 +168,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("notebooks", nargs="*", type=Path)
     args = parser.parse_args(argv)
     paths = args.notebooks or sorted((ROOT / "notebooks").glob("*.ipynb"))
-    stale = [path for path in paths if not sync(path, write=not args.check)]
-    for path in stale:
-        print(f"{'out of date' if args.check else 'rewrote'}: {path}")
+    stale = 0
+    for path in paths:
+        try:
+            changes = sync(path, write=not args.check)
+        except BookError as error:
+            print(f"{path}: {error}", file=sys.stderr)
+            return 2
+        stale += bool(changes)
+        for change in changes:
+            print(f"{path}: {'out of date' if args.check else 'rewrote'}: {change}")
+    if args.check and stale:
+        print(f"{stale} notebook(s) out of date: run `make sync` (scripts/sync_notebooks.py)")
     return 1 if (args.check and stale) else 0
 
 

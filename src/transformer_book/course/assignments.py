@@ -1,4 +1,4 @@
-"""Student versions of the chapters: solutions stripped, outputs cleared.
+"""Student versions of the chapters: solutions stripped, plain Markdown, outputs cleared.
 
 Coding exercises mark their solution with nbgrader's delimiters::
 
@@ -10,9 +10,11 @@ Coding exercises mark their solution with nbgrader's delimiters::
 
 :func:`make_student_notebook` replaces everything between the markers by
 ``raise NotImplementedError("Exercise 00.1: ...")`` at the marker's indentation, removes
-cells tagged ``solution`` (written answers), and clears every output. The exercise id is
-read from the first ``check("NN.K", ...)`` call at or after the solution cell, so the
-notebook states it once.
+cells tagged ``solution`` (written answers) and ``book-only`` (text about the book itself),
+rewrites the book's MyST markup as Markdown that JupyterLab, Colab and GitHub render, adds
+an answer cell under each written exercise and clears every output and cell tag. The
+exercise id is read from the first ``check("NN.K", ...)`` call at or after the solution
+cell, so the notebook states it once.
 """
 
 from __future__ import annotations
@@ -22,12 +24,22 @@ from pathlib import Path
 
 import nbformat
 
+from transformer_book.course.exercise_cells import (
+    BEGIN,
+    END,
+    KEY,
+    find_exercises,
+    has_solution_markers,
+    solution_label_of,
+)
+from transformer_book.course.plain_markdown import read_citations, to_plain_markdown
 from transformer_book.util.files import atomic_write_text
 from transformer_book.util.validation import BookError, fail
 
-BEGIN = "### BEGIN SOLUTION"
-END = "### END SOLUTION"
+__all__ = ["BEGIN", "END", "MarkerError", "make_assignments", "make_student_notebook",
+           "strip_solution", "write_notebook_atomically"]
 SOLUTION_TAG = "solution"
+BOOK_ONLY_TAG = "book-only"
 _CHECK_CALL = re.compile(r"""\bcheck\(\s*["'](?P<id>\d\d\.\d+)["']""")
 
 
@@ -83,28 +95,68 @@ def strip_solution(source: str, exercise_id: str | None, *, where: str) -> str:
     return "\n".join(out)
 
 
-def make_student_notebook(notebook: nbformat.NotebookNode, name: str) -> nbformat.NotebookNode:
-    """Return the student version of ``notebook`` (a deep copy); ``name`` is used in errors."""
-    student = nbformat.reads(nbformat.writes(notebook), as_version=4)
+def _answer_cell(exercise_id: str) -> nbformat.NotebookNode:
+    cell = nbformat.v4.new_markdown_cell(
+        f"**Your answer to exercise {exercise_id}:**\n\n*Write your answer here.*",
+        metadata={KEY: {"id": exercise_id, "role": "answer"}},
+    )
+    cell["id"] = "answer-" + exercise_id.replace(".", "-")
+    return cell
+
+
+def _is_solution_cell(cell: nbformat.NotebookNode) -> bool:
+    meta = cell.metadata.get(KEY)
+    role = meta.get("role") if isinstance(meta, dict) else None
+    return (
+        SOLUTION_TAG in _tags(cell)
+        or (cell.cell_type == "markdown" and (role == "solution" or solution_label_of(cell)))
+    )
+
+
+def _student_cell(cell, index, cells, name, citations) -> nbformat.NotebookNode:
+    """One kept cell: markup made plain, solutions stubbed, outputs and metadata dropped."""
+    metadata = {KEY: cell.metadata[KEY]} if KEY in cell.metadata else {}
+    if cell.cell_type == "markdown":
+        student = nbformat.v4.new_markdown_cell(to_plain_markdown(cell.source, citations))
+    elif cell.cell_type == "code":
+        source = cell.source
+        if has_solution_markers(cell):
+            where = f"{name}, cell {index}"
+            source = strip_solution(source, exercise_id_for(cells, index), where=where)
+        student = nbformat.v4.new_code_cell(source)
+    else:
+        student = nbformat.v4.new_raw_cell(cell.source)
+    student.metadata = nbformat.from_dict(metadata)
+    student["id"] = cell.get("id", student["id"])
+    return student
+
+
+def make_student_notebook(
+    notebook: nbformat.NotebookNode, name: str, citations: dict | None = None
+) -> nbformat.NotebookNode:
+    """Return the student version of ``notebook`` (a new notebook); ``name`` is used in errors.
+
+    Solutions go (``solution`` cells and ``{solution}`` directives; code between the markers
+    becomes ``raise NotImplementedError``), so do cells tagged ``book-only``; the book's MyST
+    markup becomes plain Markdown (:mod:`~transformer_book.course.plain_markdown`, citations
+    from ``citations``: key -> (authors, year)); every written exercise gets an
+    answer cell; outputs, execution counts, tags and timing metadata are dropped; each cell's
+    ``metadata["exercise"]`` is kept.
+    """
+    citations = citations or {}
+    cells = notebook.cells
+    exercises = find_exercises(notebook, name, strict=False)
+    written = {e.statement: e.id for e in exercises if e.kind == "written"}
     kept = []
-    for index, cell in enumerate(student.cells):
-        if SOLUTION_TAG in _tags(cell):
+    for index, cell in enumerate(cells):
+        if _is_solution_cell(cell) or BOOK_ONLY_TAG in _tags(cell):
             continue
-        if cell.cell_type == "code":
-            if BEGIN in cell.source or END in cell.source:
-                where = f"{name}, cell {index}"
-                cell.source = strip_solution(
-                    cell.source, exercise_id_for(student.cells, index), where=where
-                )
-                cell.metadata["tags"] = [
-                    t for t in _tags(cell) if t not in ("hide-input", "hide-cell")
-                ]
-                if not cell.metadata["tags"]:
-                    del cell.metadata["tags"]
-            cell.outputs = []
-            cell.execution_count = None
-        kept.append(cell)
-    student.cells = kept
+        kept.append(_student_cell(cell, index, cells, name, citations))
+        if index in written:
+            kept.append(_answer_cell(written[index]))
+    metadata = {k: v for k, v in notebook.metadata.items() if k in ("kernelspec", "language_info")}
+    student = nbformat.v4.new_notebook(cells=kept, metadata=metadata)
+    student.nbformat_minor = max(notebook.get("nbformat_minor", 5), 5)
     return student
 
 
@@ -118,20 +170,34 @@ def write_notebook_atomically(notebook: nbformat.NotebookNode, path: Path) -> No
     atomic_write_text(path, text if text.endswith("\n") else text + "\n")  # as nbformat.write
 
 
-def make_assignments(source_dir: Path | str, out_dir: Path | str) -> list[Path]:
-    """Write a student version of every ``source_dir/*.ipynb`` into ``out_dir``.
+def default_bibliography(source_dir: Path) -> Path | None:
+    """``book/references.bib`` of the repository ``source_dir`` sits in, if there is one."""
+    for folder in (source_dir.resolve(), *source_dir.resolve().parents):
+        candidate = folder / "book" / "references.bib"
+        if candidate.is_file():
+            return candidate
+    return None
 
-    Returns the written paths. Raises :class:`MarkerError` (a ``BookError``) naming the
-    notebook and cell when a solution marker is unbalanced.
+
+def make_assignments(
+    source_dir: Path | str, out_dir: Path | str, *, bibliography: Path | str | None = None
+) -> list[Path]:
+    """Write a student version of every ``source_dir/*.ipynb`` into ``out_dir``, same names.
+
+    Citations are read from ``bibliography`` (default: the repository's
+    ``book/references.bib``). Returns the written paths. Raises :class:`MarkerError` (a
+    ``BookError``) naming the notebook and cell when a solution marker is unbalanced.
     """
     source_dir, out_dir = Path(source_dir), Path(out_dir)
     notebooks = sorted(source_dir.glob("*.ipynb"))
     if not notebooks:
         raise fail("source_dir", "a folder with .ipynb files", source_dir)
+    bibliography = bibliography or default_bibliography(source_dir)
+    citations = read_citations(bibliography) if bibliography else {}
     written = []
     for path in notebooks:
         notebook = nbformat.read(path, as_version=4)
-        student = make_student_notebook(notebook, path.name)
+        student = make_student_notebook(notebook, path.name, citations)
         target = out_dir / path.name
         write_notebook_atomically(student, target)
         written.append(target)
