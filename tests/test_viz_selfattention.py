@@ -123,3 +123,30 @@ def test_cost_per_layer_marks_n_equals_d():
 def test_bad_input_names_the_argument(call, message):
     with pytest.raises(BookError, match=message):
         call()
+
+
+def test_time_ratio_panels_draw_each_kind_in_its_style():
+    from transformer_book.course.figures.selfattention import time_ratio_panels
+
+    panels = {
+        "batch 1, d = 16": {"recorded": {"nn.RNN": ([8, 16, 32], [0.5, 1.0, 2.0])},
+                            "live": {"nn.RNN": ([8, 32], [0.6, 2.2])},
+                            "counted": {"nn.RNN": ([8, 32], [2.5, 4.0])}},
+        "batch 8, d = 16": {"recorded": {"nn.LSTM": ([8, 16], [0.2, 0.4]),
+                                         "nn.RNN": ([8, 16], [0.3, 0.5])}},
+    }
+    fig = time_ratio_panels(panels, suptitle="s")
+    assert JUPYTER_PNG(fig).startswith(b"\x89PNG")
+    first, second = fig.axes[:2]
+    assert fig.get_suptitle() == "s" and first.get_title() == "batch 1, d = 16"
+    lines = lines_by_label(first)
+    assert lines["nn.RNN (live)"].get_linestyle() == "--"
+    assert lines["nn.RNN (counted)"].get_linestyle() == ":"
+    np.testing.assert_allclose(lines["nn.RNN (recorded)"].get_ydata(), [0.5, 1.0, 2.0])
+    assert lines["nn.RNN (recorded)"].get_color() == lines_by_label(second)[
+        "nn.RNN (recorded)"].get_color(), "a layer keeps its colour across panels"
+    assert first.get_xscale() == "log" and first.get_yscale() == "log"
+    with pytest.raises(BookError, match="kinds"):
+        time_ratio_panels({"p": {"guessed": {"nn.RNN": ([1], [1])}}})
+    with pytest.raises(BookError, match="ratios"):
+        time_ratio_panels({"p": {"live": {"nn.RNN": ([1, 2], [1])}}})

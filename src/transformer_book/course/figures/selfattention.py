@@ -6,6 +6,9 @@
   its gradient against ``d_k``, training curves, ...).
 - :func:`cost_per_layer`: FLOPs and measured time per layer against the sequence length
   ``n``, log-log, with the line ``n = d`` where Table 1's two costs meet.
+- :func:`time_ratio_panels`: the speed study (chapter 05): the time of self-attention over
+  the time of each other layer against ``n``, recorded, live and counted, one panel per
+  (batch, d).
 
 Attention heatmaps come from :mod:`transformer_book.course.figures.attention`.
 """
@@ -21,7 +24,7 @@ from matplotlib.figure import Figure
 from transformer_book.course.figures import PALETTE, as_array, new_figure
 from transformer_book.util.validation import require, require_positive_int
 
-__all__ = ["cost_per_layer", "line_panels", "variance_vs_dk"]
+__all__ = ["cost_per_layer", "line_panels", "time_ratio_panels", "variance_vs_dk"]
 
 
 def variance_vs_dk(
@@ -160,6 +163,57 @@ def cost_per_layer(
         ax.legend(fontsize=8)
     axes[0].set_title("counted (Table 1)")
     axes[1].set_title("measured on this machine")
+    if suptitle:
+        fig.suptitle(suptitle)
+    return fig
+
+
+_RATIO_STYLES = {  # kind of series -> line style
+    "recorded": {"linestyle": "-", "marker": "o", "markersize": 3.5},
+    "live": {"linestyle": "--", "marker": "s", "markersize": 5, "markerfacecolor": "none"},
+    "counted": {"linestyle": ":", "linewidth": 1.2},
+}
+
+
+def time_ratio_panels(
+    panels: Mapping[str, Mapping[str, Mapping[str, tuple[Sequence[float], Sequence[float]]]]],
+    *,
+    ylabel: str = "time of self-attention / time of the layer",
+    suptitle: str = "",
+    panel_width: float = 3.6,
+    height: float = 3.4,
+) -> Figure:
+    """One log-log panel per entry of ``panels``: ``title -> {kind -> {layer -> (ns,
+    ratios)}}``, ``kind`` one of ``"recorded"`` (solid, dots), ``"live"`` (dashed, open
+    squares) and ``"counted"`` (dotted: a ratio of FLOPs). A layer keeps its colour in every
+    panel and kind; the solid line at 1 marks equal cost, below it self-attention is cheaper.
+    Each series has its own lengths ``ns``; the legend is drawn in the first panel.
+    """
+    require(isinstance(panels, Mapping) and len(panels) > 0, "panels",
+            "a non-empty mapping title -> {kind: {layer: (ns, ratios)}}", type(panels).__name__)
+    fig, axes = new_figure(1, len(panels), width=panel_width * len(panels), height=height)
+    colours: dict[str, str] = {}
+    for index, (ax, (title, kinds)) in enumerate(zip(np.atleast_1d(axes), panels.items(),
+                                                     strict=True)):
+        unknown = sorted(set(kinds) - set(_RATIO_STYLES))
+        require(not unknown, f"panels[{title!r}]", f"kinds among {list(_RATIO_STYLES)}",
+                unknown)
+        for kind, series in kinds.items():
+            for layer, (ns, ratios) in series.items():
+                xs = as_array(ns, f"panels[{title!r}][{kind!r}][{layer!r}] ns", 1,
+                              positive=True)
+                ys = as_array(ratios, f"panels[{title!r}][{kind!r}][{layer!r}] ratios", 1,
+                              size=len(xs), positive=True)
+                colour = colours.setdefault(layer, PALETTE[len(colours) % len(PALETTE)])
+                ax.plot(xs, ys, color=colour, label=f"{layer} ({kind})", **_RATIO_STYLES[kind])
+        ax.axhline(1.0, color="black", linewidth=0.8)
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_title(title)
+        ax.set_xlabel("sequence length n")
+        if index == 0:
+            ax.set_ylabel(ylabel)
+            ax.legend(fontsize=7)
     if suptitle:
         fig.suptitle(suptitle)
     return fig
