@@ -37,6 +37,7 @@ __all__ = [
     "NeighbourModel",
     "attention_by_offset",
     "neighbour_accuracy",
+    "neighbour_seed_run",
     "neighbour_task",
     "train_neighbour_model",
 ]
@@ -46,6 +47,9 @@ __all__ = [
 IGNORE = -100
 #: The two outputs per position, in the order of the targets' last dimension.
 RELATIONS: tuple[str, str] = ("previous token", "next token")
+#: Chapter 06's experiment: the model's sizes, its training and its held-out test set.
+NEIGHBOUR_SETUP = {"vocab_size": 16, "length": 12, "d_model": 32, "steps": 400,
+                   "batch_size": 64, "lr": 1e-2, "test_size": 2000, "test_seed": 123}
 
 
 def neighbour_task(
@@ -182,3 +186,30 @@ def attention_by_offset(weights: torch.Tensor, offsets: Sequence[int]) -> torch.
         # the diagonal weights[..., i, i + offset]: (B, h, L - |offset|) -> mean -> (h,)
         columns.append(weights.diagonal(offset=offset, dim1=-2, dim2=-1).mean(dim=(0, 2)))
     return torch.stack(columns, dim=-1)  # (h, len(offsets))
+
+
+def neighbour_seed_run(num_heads: int, seed: int, device: torch.device | str | None = None
+                       ) -> dict[str, object]:
+    """One seed of chapter 06's experiment (:data:`NEIGHBOUR_SETUP`) with ``num_heads`` heads.
+
+    The model's weights come from ``torch.manual_seed(seed)`` and its batches from
+    ``seed + 1`` (seed 0 is the chapter's live run); it is scored on the fixed test set
+    (``test_seed``). Returns ``{"heads", "seed", "accuracy": [previous, next],
+    "final_loss": mean of the last 20 steps, "by_offset": (h, 3) weights at offsets -1, 0,
+    +1 as nested lists}`` (:func:`neighbour_accuracy`, :func:`attention_by_offset`).
+    """
+    require_positive_int(num_heads, "num_heads")
+    require_int(seed, "seed", minimum=0)
+    setup = NEIGHBOUR_SETUP
+    torch.manual_seed(seed)
+    model = NeighbourModel(setup["vocab_size"], setup["d_model"], num_heads).to(device)
+    losses = train_neighbour_model(model, steps=setup["steps"], batch_size=setup["batch_size"],
+                                   length=setup["length"], lr=setup["lr"], seed=seed + 1)
+    tokens, targets = neighbour_task(setup["test_size"], setup["length"], setup["vocab_size"],
+                                     torch.Generator().manual_seed(setup["test_seed"]), device)
+    accuracy = neighbour_accuracy(model, tokens, targets)
+    with torch.no_grad():
+        _, weights = model(tokens, need_weights=True)  # (N, h, L, L)
+    return {"heads": num_heads, "seed": seed, "accuracy": accuracy.tolist(),
+            "final_loss": sum(losses[-20:]) / 20,
+            "by_offset": attention_by_offset(weights, (-1, 0, 1)).cpu().tolist()}
