@@ -76,3 +76,37 @@ def test_07_2_not_attempted():
         raise NotImplementedError("Exercise 07.2: write your solution here")
 
     assert run_check("07.2", stub).status == "not attempted"
+
+
+def content_blind_accuracy(sources, task, first_only=False, by_length=True):
+    from collections import Counter
+
+    from transformer_book.toy.aligner import expected_alignment
+
+    counts, rows = {}, 0
+    for source in sources:
+        for i, allowed in enumerate(expected_alignment(task, source)):
+            key = (len(source), i) if by_length else i
+            counts.setdefault(key, Counter()).update(allowed[:1] if first_only else allowed)
+            rows += 1
+    return sum(max(c.values()) for c in counts.values()) / rows
+
+
+def test_07_5_passes_and_rejects_ignored_ties_and_ignored_lengths():
+    assert run_check("07.5", content_blind_accuracy).passed
+    as_tensor = lambda s, t: torch.tensor(content_blind_accuracy(s, t))  # noqa: E731
+    assert run_check("07.5", as_tensor).passed
+    first_only = lambda s, t: content_blind_accuracy(s, t, first_only=True)  # noqa: E731
+    assert run_check("07.5", first_only).status == "failed"
+    no_lengths = lambda s, t: content_blind_accuracy(s, t, by_length=False)  # noqa: E731
+    assert run_check("07.5", no_lengths).status == "failed"
+    assert run_check("07.5", lambda s, t: "0.5").status == "failed"
+
+
+def test_07_5_distinct_sort_sources_give_one_over_n():
+    """The derivation the exercise asks for: n distinct tokens in random order put the i-th
+    smallest at a uniform position, so a content-blind alignment gets 1/n of the rows."""
+    generator = torch.Generator().manual_seed(0)
+    sources = [torch.randperm(5, generator=generator).add(4).tolist() for _ in range(20000)]
+    assert abs(content_blind_accuracy(sources, "sort") - 1 / 5) < 0.01
+    assert content_blind_accuracy(sources, "reverse") == 1.0

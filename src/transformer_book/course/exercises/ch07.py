@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import copy
 import numbers
+from collections import Counter
 
 import torch
 
@@ -153,4 +155,53 @@ def check_reversal_alignment_accuracy(reversal_alignment_accuracy) -> str:
         f"matched the reference on {len(cases)} fresh padded batches of cross-attention "
         "weights (accuracies from 0 to 1), ignoring the rows of padded outputs, one-token "
         "sources included"
+    )
+
+
+def _content_blind_reference(sources: list[list[int]], task: str) -> float:
+    """The best alignment that sees only (source length n, output position i): for each
+    (n, i) the source position most often among the acceptable ones, over ``sources``;
+    returns the fraction of all output rows it gets right."""
+    counts: dict[tuple[int, int], Counter] = {}
+    rows = 0
+    for source in sources:
+        for i, allowed in enumerate(expected_alignment(task, source)):
+            counts.setdefault((len(source), i), Counter()).update(allowed)
+            rows += 1
+    return sum(max(c.values()) for c in counts.values()) / rows
+
+
+def _random_sources(count: int, max_len: int, vocab: int,
+                    generator: torch.Generator) -> list[list[int]]:
+    return [[random_int(4, 3 + vocab, generator) for _ in range(random_int(1, max_len, generator))]
+            for _ in range(count)]
+
+
+@exercise("07.5", "content_blind_accuracy")
+def check_content_blind_accuracy(content_blind_accuracy) -> str:
+    """``content_blind_accuracy(sources, task)``: the fraction of output rows that the best
+    alignment depending only on (source length, output position) gets right, ties counted
+    as :func:`~transformer_book.toy.aligner.expected_alignment` lists them."""
+    generator = fresh_generator()
+    cases = []
+    for index in range(15):
+        task = ("sort", "reverse", "copy")[index % 3]
+        vocab = (2, 5, 40)[(index // 3) % 3]  # many repeats, some, almost none
+        sources = _random_sources(random_int(1, 60, generator), random_int(1, 9, generator),
+                                  vocab, generator)
+        cases.append((sources, task, f"{len(sources)} {task} sources over {vocab} tokens"))
+    cases.append(([[7, 5, 9]], "sort", "one sort source [7, 5, 9]"))
+    cases.append(([[6, 6, 6, 6]] * 3, "sort", "sources of one repeated token"))
+    distinct = [torch.randperm(6, generator=generator).add(4).tolist() for _ in range(200)]
+    cases.append((distinct, "sort", "200 sort sources of 6 distinct tokens"))
+    for sources, task, what in cases:
+        expected = _content_blind_reference(sources, task)
+        received = attempt(content_blind_accuracy, copy.deepcopy(sources), task, what=what)
+        value = _as_number(received, what)
+        expect_close(torch.tensor(value, dtype=torch.float64),
+                     torch.tensor(expected, dtype=torch.float64), what=what, atol=1e-9)
+    return (
+        f"matched the reference on {len(cases)} fresh sets of sources (sort, reverse and copy; "
+        "many, few and no repeated tokens; mixed lengths), counting every acceptable position "
+        "of a tie as right"
     )
