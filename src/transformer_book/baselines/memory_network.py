@@ -59,6 +59,11 @@ class MemoryNetwork(nn.Module):
     and ``hop_attention (B, K, S)``. Pad id 0 is ignored; all-pad sentences get attention 0.
     ``forward`` checks shapes and dtypes only; the ids are checked once by the training
     function, :func:`transformer_book.toy.fit.train_memory_network`.
+
+    ``linear = True`` switches on the paper's *linear start* (Section 4.2): "the softmax in
+    each memory layer removed, making the model entirely linear except for the final softmax
+    for answer prediction"; ``hop_attention`` then holds the raw scores ``uᵀ m_i``. Training
+    starts with it and switches it off (:func:`transformer_book.toy.hops.train_hops`).
     """
 
     def __init__(
@@ -90,6 +95,7 @@ class MemoryNetwork(nn.Module):
             if temporal_encoding
             else None
         )
+        self.linear = False
 
     def A(self, hop: int) -> nn.Embedding:
         """Input (memory) embedding of hop ``hop`` (1-based); ``A^1`` is also ``B``."""
@@ -129,8 +135,11 @@ class MemoryNetwork(nn.Module):
         for hop in range(self.num_hops):
             m_in, c_out = memories[hop], memories[hop + 1]  # A^{k}, C^{k} with k = hop + 1
             scores = (m_in @ u.unsqueeze(-1)).squeeze(-1)  # (B, S, d) @ (B, d, 1) -> (B, S)
-            scores = scores.masked_fill(~present, torch.finfo(scores.dtype).min)
-            p = torch.softmax(scores, dim=-1).masked_fill(~present, 0.0)  # (B, S)
+            if self.linear:  # linear start: the scores themselves weight the memories
+                p = scores.masked_fill(~present, 0.0)  # (B, S)
+            else:
+                scores = scores.masked_fill(~present, torch.finfo(scores.dtype).min)
+                p = torch.softmax(scores, dim=-1).masked_fill(~present, 0.0)  # (B, S)
             o = (p.unsqueeze(1) @ c_out).squeeze(1)  # (B, 1, S) @ (B, S, d) -> (B, d)
             u = u + o
             attentions.append(p)

@@ -16,6 +16,12 @@ or ``"none"``.
 
 Labels use ``0`` (``<pad>``) for "no answer": the first ``shift`` positions and padding,
 both ignored by the loss and by :func:`accuracy_by_length`.
+
+Extrapolation is measured per *position* (:func:`accuracy_by_position`): the accuracy of a
+length-``n`` sequence averages its short positions, which lie inside the training lengths,
+with its long ones, and so flatters every model. :data:`EXTRAPOLATION` is chapter 08's
+setting and :func:`train_extrapolation_probe` trains one model of it; the recording script
+``scripts/record_extrapolation.py`` runs several seeds, the chapter one.
 """
 
 from __future__ import annotations
@@ -48,11 +54,14 @@ from transformer_book.util.validation import (
 )
 
 __all__ = [
+    "EXTRAPOLATION",
     "NO_LABEL",
     "PositionProbe",
     "ProbeConfig",
     "accuracy_by_length",
+    "accuracy_by_position",
     "make_shift_task",
+    "train_extrapolation_probe",
     "train_probe",
 ]
 
@@ -210,3 +219,57 @@ def accuracy_by_length(
         scored = labels != NO_LABEL
         result[length] = float((predicted == labels)[scored].double().mean())
     return result
+
+
+@torch.no_grad()
+def accuracy_by_position(
+    model: PositionProbe,
+    length: int,
+    num_examples: int = 200,
+    shift: int = 2,
+    seed: int = 1,
+) -> torch.Tensor:
+    """Accuracy at each position ``t`` of ``num_examples`` fresh sequences of ``length``
+    tokens: ``(length,)`` float64, NaN at the first ``shift`` positions (no label).
+
+    The sequences are :func:`make_shift_task`'s with ``seed + length``, the same ones
+    :func:`accuracy_by_length` scores at that length, so the mean of the non-NaN entries is
+    its accuracy for ``length``.
+    """
+    require_positive_int(length, "length", minimum=shift + 1)
+    device = next(model.parameters()).device
+    model.eval()
+    pairs = make_shift_task(num_examples, length, length, shift=shift,
+                            vocab_size=model.config.vocab_size, seed=seed + length)
+    tokens = torch.tensor([t for t, _ in pairs], device=device)  # (N, L)
+    labels = torch.tensor([y for _, y in pairs], device=device)  # (N, L)
+    right = (model(tokens).argmax(-1) == labels).double().mean(0).cpu()  # (N, L) -> (L,)
+    right[:shift] = float("nan")
+    return right
+
+
+#: Chapter 08's extrapolation setting: train on lengths 3 to 16, test at every position of
+#: sequences of 64 tokens.
+EXTRAPOLATION: dict = {
+    "shift": 2, "train_examples": 20000, "train_min_len": 3, "train_max_len": 16,
+    "data_seed": 0, "vocab_size": 16, "d_model": 32, "num_heads": 1, "d_ff": 64, "layers": 1,
+    "max_len": 64, "steps": 600, "batch_size": 64, "lr": 5e-3, "eval_length": 64,
+    "eval_examples": 200,
+}
+
+
+def train_extrapolation_probe(positions: str, seed: int, examples: Sequence[Example],
+                              device: torch.device | str = "cpu",
+                              ) -> tuple[PositionProbe, list[float]]:
+    """A :class:`PositionProbe` of :data:`EXTRAPOLATION`'s sizes with ``positions``, built
+    after ``torch.manual_seed(seed)`` and trained on ``examples`` with batches from ``seed``;
+    returns the model and its losses."""
+    e = EXTRAPOLATION
+    config = ProbeConfig(vocab_size=e["vocab_size"], d_model=e["d_model"],
+                         num_heads=e["num_heads"], d_ff=e["d_ff"], layers=e["layers"],
+                         max_len=e["max_len"], positions=positions)
+    torch.manual_seed(seed)
+    model = PositionProbe(config).to(device)
+    losses = train_probe(model, examples, steps=e["steps"], batch_size=e["batch_size"],
+                         lr=e["lr"], seed=seed)
+    return model, losses
