@@ -12,6 +12,7 @@ from transformer_book.course.figures.recurrence import (
     accuracy_vs_position,
     gradient_vs_distance,
     memory_vs_length,
+    sweep_by_position,
     time_vs_length,
 )
 from transformer_book.util.validation import BookError
@@ -35,8 +36,11 @@ def test_time_vs_length_is_log_log_in_ms_with_guides() -> None:
     drawn = curves(ax)
     assert drawn["rnn"] == pytest.approx([1.0, 2.0, 4.0, 8.0])
     assert drawn["attention"] == pytest.approx([1.0] * 4)
-    assert drawn["∝ L (guide)"] == pytest.approx([1.0, 2.0, 4.0, 8.0]), "from the first point"
-    assert drawn["∝ L² (guide)"] == pytest.approx([1.0, 4.0, 16.0, 64.0])
+    # the guides start at half the lowest first point, so none lies under a curve of its slope
+    assert drawn["∝ L (guide)"] == pytest.approx([0.5, 1.0, 2.0, 4.0])
+    assert drawn["∝ L² (guide)"] == pytest.approx([0.5, 2.0, 8.0, 32.0])
+    low = curves(time_vs_length(LENGTHS, {"a": [4e-3] * 4, "b": [2e-3] * 4}).axes[0])
+    assert low["∝ L (guide)"][0] == pytest.approx(1.0), "half the lowest curve's first point"
 
 
 def test_memory_vs_length_draws_bytes_and_the_batch_that_fits() -> None:
@@ -88,6 +92,31 @@ def test_accuracy_vs_position_draws_one_bar_per_position() -> None:
     assert [t.get_text() for t in ax.get_legend().get_texts()] == ["chance"]
 
 
+def test_accuracy_vs_position_draws_named_series_side_by_side() -> None:
+    fig = accuracy_vs_position({"teacher forced": [1.0, 0.9], "greedy": [1.0, 0.5]})
+    (ax,) = fig.axes
+    forced, greedy = ax.containers
+    assert [p.get_height() for p in greedy] == [1.0, 0.5]
+    assert forced[0].get_x() + forced[0].get_width() == pytest.approx(greedy[0].get_x())
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["teacher forced", "greedy"]
+
+
+def test_sweep_by_position_draws_the_mean_and_the_range_of_the_seeds() -> None:
+    runs = [[1.0, 0.5, 0.2], [0.8, 0.3, 0.2], [0.9, 0.4, 0.5]]
+    fig = sweep_by_position({"teacher forced": {"H = 32, 3000 steps": runs},
+                             "greedy": {"H = 32, 300 steps": runs}}, chance=0.1)
+    assert JUPYTER_PNG(fig).startswith(b"\x89PNG")
+    left, right = fig.axes
+    assert curves(left)["H = 32, 3000 steps"] == pytest.approx([0.9, 0.4, 0.3])
+    assert left.get_lines()[0].get_linestyle() == "-", "3000 steps: solid"
+    assert right.get_lines()[0].get_linestyle() == "--", "300 steps: dashed"
+    (band,) = left.collections
+    edge = band.get_paths()[0].vertices[:, 1]
+    low, high = edge.min(), edge.max()
+    assert (low, high) == pytest.approx((0.2, 1.0))
+    assert [left.get_title(), right.get_title()] == ["teacher forced", "greedy"]
+
+
 @pytest.mark.parametrize(("call", "message"), [
     (lambda: time_vs_length(LENGTHS, {"rnn": [0.0, 1.0, 2.0, 3.0]}),
      r"seconds\['rnn'\]: expected positive values"),
@@ -99,6 +128,11 @@ def test_accuracy_vs_position_draws_one_bar_per_position() -> None:
     (lambda: gradient_vs_distance({"a": [1.0, 2.0], "b": [1.0]}),
      "norms: expected curves of equal length"),
     (lambda: accuracy_vs_position([]), "accuracy: expected a non-empty 1-D sequence"),
+    (lambda: accuracy_vs_position({"a": [1.0], "b": [1.0, 0.5]}),
+     "accuracy: expected series of equal length"),
+    (lambda: sweep_by_position({"tf": {"a": [1.0, 0.5]}}),
+     r"panels\['tf'\]\['a'\]: expected a seeds"),
+    (lambda: sweep_by_position({}), "panels: expected at least one panel"),
 ])
 def test_bad_input_names_the_argument(call, message) -> None:
     with pytest.raises(BookError, match=message):

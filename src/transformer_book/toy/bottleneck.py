@@ -78,7 +78,8 @@ def bottleneck_data(task: str, setup: BottleneckSetup = BottleneckSetup()
     """``(training pairs, {length: held-out pairs})`` for ``"copy"`` or ``"reverse"``.
 
     The training set is drawn with seed 0; the held-out sources of length n with seed
-    100 + n, leaving out any source that is also in the training set. Both tasks see the
+    100 + n, leaving out any source that is also in the training set (and any length left
+    with none). Both tasks see the
     same sources (only the targets differ), so copy and reverse are compared on equal inputs.
     """
     require_one_of(task, "task", BOTTLENECK_TASKS)
@@ -89,7 +90,9 @@ def bottleneck_data(task: str, setup: BottleneckSetup = BottleneckSetup()
     for length in range(setup.train_min, setup.test_max + 1):
         candidates = make_toy_task(task, setup.per_length, length, length,
                                    vocab_size=setup.vocab_size, seed=100 + length)
-        held_out[length] = [(s, t) for s, t in candidates if tuple(s) not in seen]
+        unseen = [(s, t) for s, t in candidates if tuple(s) not in seen]
+        if unseen:  # a length whose every source was trained on has nothing to test
+            held_out[length] = unseen
     return train, held_out
 
 

@@ -7,7 +7,8 @@
   a budget ("memory constraints limit batching across examples", Section 1).
 - :func:`gradient_vs_distance`: ``||∂h_T/∂x_t||`` against the distance ``T - t``, log-y.
 - :func:`accuracy_vs_length` and :func:`accuracy_vs_position`: how a fixed-size encoder
-  state fails as sequences grow.
+  state fails as sequences grow; :func:`sweep_by_position`: the same per output position,
+  mean and spread over seeds, for several state sizes and training lengths.
 
 Every function takes data and returns a :class:`matplotlib.figure.Figure` built with
 :func:`transformer_book.course.figures.new_figure`.
@@ -28,6 +29,7 @@ __all__ = [
     "accuracy_vs_position",
     "gradient_vs_distance",
     "memory_vs_length",
+    "sweep_by_position",
     "time_vs_length",
 ]
 
@@ -67,14 +69,15 @@ def time_vs_length(
 ) -> Figure:
     """Log-log plot of wall time (drawn in ms) against length L, one curve per model.
 
-    Dashed guides of slope 1 (∝ L) and 2 (∝ L²) start at the first point of the first
-    curve, so a curve's slope can be read against them.
+    Grey guides of slope 1 (∝ L, dotted) and 2 (∝ L², dashed) start at half the lowest
+    curve's first point: below every curve, so that neither hides under a curve of the same
+    slope, and a curve's slope can be read against them.
     """
     xs, curves = _series(lengths, seconds, "seconds", positive=True)
     fig, ax = new_figure(width=6.4, height=4.0)
     for name, ys in curves.items():
         ax.plot(xs, ys * 1e3, marker="o", markersize=4, label=name)
-    _guides(ax, xs, next(iter(curves.values()))[0] * 1e3, (1, 2))
+    _guides(ax, xs, 0.5 * min(ys[0] for ys in curves.values()) * 1e3, (1, 2))
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
     ax.set_xlabel("sequence length L (tokens)")
@@ -170,24 +173,80 @@ def accuracy_vs_length(
 
 
 def accuracy_vs_position(
-    accuracy: Sequence[float],
+    accuracy: Sequence[float] | Mapping[str, Sequence[float]],
     *,
     chance: float | None = None,
     title: str = "Accuracy of each output token",
 ) -> Figure:
-    """Bars of token accuracy at output positions 1..T (position 1 is generated first)."""
-    ys = np.asarray(accuracy, dtype=float)
-    require(ys.ndim == 1 and ys.size > 0, "accuracy", "a non-empty 1-D sequence",
-            f"shape {ys.shape}")
+    """Bars of token accuracy at output positions 1..T (position 1 is generated first).
+
+    One sequence draws one bar per position; a mapping ``{name: accuracies}`` draws the
+    named series side by side at each position, with a legend.
+    """
+    named = accuracy if isinstance(accuracy, Mapping) else {"": accuracy}
+    require(len(named) > 0, "accuracy", "at least one named series", "none")
+    series = {}
+    for name, values in named.items():
+        ys = np.asarray(values, dtype=float)
+        argument = f"accuracy[{name!r}]" if name else "accuracy"
+        require(ys.ndim == 1 and ys.size > 0, argument, "a non-empty 1-D sequence",
+                f"shape {ys.shape}")
+        series[name] = ys
+    sizes = {ys.size for ys in series.values()}
+    require(len(sizes) == 1, "accuracy", "series of equal length", sorted(sizes))
     fig, ax = new_figure(width=6.4, height=3.4)
-    positions = np.arange(1, ys.size + 1)
-    ax.bar(positions, ys, color=PALETTE[0])
+    positions = np.arange(1, sizes.pop() + 1)
+    width = 0.8 / len(series)
+    for i, (name, ys) in enumerate(series.items()):
+        offset = (i - (len(series) - 1) / 2) * width
+        ax.bar(positions + offset, ys, width=width, color=PALETTE[i % len(PALETTE)],
+               label=name or None)
     if chance is not None:
         ax.axhline(chance, linestyle=":", color="#555555", linewidth=1.0, label="chance")
+    if chance is not None or len(series) > 1:
         ax.legend(fontsize=8)
     ax.set_ylim(0, 1.03)
     ax.set_xticks(positions)
     ax.set_xlabel("output position (1 = first token the decoder writes)")
     ax.set_ylabel("token accuracy")
     ax.set_title(title)
+    return fig
+
+
+def sweep_by_position(
+    panels: Mapping[str, Mapping[str, Sequence[Sequence[float]]]],
+    *,
+    chance: float | None = None,
+    title: str = "Accuracy of each output token, mean and range over seeds",
+) -> Figure:
+    """One panel per entry of ``panels`` (e.g. teacher forced, greedy); in each, one curve
+    per configuration ``{label: seeds x positions}``: the mean over seeds as a line and the
+    range (lowest to highest seed) as a band. Labels ending in ``"3000 steps"`` are drawn
+    solid, others dashed, and a label's H picks its colour when it names one.
+    """
+    require(len(panels) > 0, "panels", "at least one panel", "none")
+    fig, axes = new_figure(1, len(panels), width=4.8 * len(panels), height=3.8)
+    axes = np.atleast_1d(axes)
+    for ax, (panel, curves) in zip(axes, panels.items(), strict=True):
+        require(len(curves) > 0, f"panels[{panel!r}]", "at least one curve", "none")
+        for i, (label, runs) in enumerate(curves.items()):
+            ys = np.asarray(runs, dtype=float)
+            require(ys.ndim == 2 and ys.size > 0, f"panels[{panel!r}][{label!r}]",
+                    "a seeds x positions table", f"shape {ys.shape}")
+            xs = np.arange(1, ys.shape[1] + 1)
+            colour = next((PALETTE[k] for k, h in enumerate(("H = 32", "H = 128", "H = 512"))
+                           if label.startswith(h + ",")), PALETTE[i % len(PALETTE)])
+            style = "-" if label.endswith("3000 steps") else "--"
+            ax.plot(xs, ys.mean(axis=0), linestyle=style, marker="o", markersize=3,
+                    color=colour, label=label)
+            ax.fill_between(xs, ys.min(axis=0), ys.max(axis=0), color=colour, alpha=0.15)
+        if chance is not None:
+            ax.axhline(chance, linestyle=":", color="#555555", linewidth=1.0, label="chance")
+        ax.set_ylim(0, 1.03)
+        ax.set_xticks(xs)
+        ax.set_xlabel("output position")
+        ax.set_title(panel)
+    axes[0].set_ylabel("token accuracy")
+    axes[0].legend(fontsize=7)
+    fig.suptitle(title, fontsize=10)
     return fig
