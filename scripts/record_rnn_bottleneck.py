@@ -49,6 +49,7 @@ def main() -> int:
     setup = BottleneckSetup()
     data = {task: bottleneck_data(task, setup) for task in ("copy", "reverse")}
     progress = Path(tempfile.mkdtemp(prefix="rnn-bottleneck-")) / "runs.json"
+    commit = git_commit()  # the code that runs, before anything can change
     runs, skipped, start, cpu = [], [], time.perf_counter(), time.process_time()
     for task, hidden, steps in GRID:
         if time.perf_counter() - start > args.budget_seconds:
@@ -63,7 +64,7 @@ def main() -> int:
             progress.write_text(json.dumps(runs))  # a crash keeps what was done
     record = {
         "kind": "rnn-bottleneck", "name": "sweep", "command": command_line(),
-        "git": git_commit(), "hardware": hardware_info("cpu"),
+        "git": commit, "hardware": hardware_info("cpu"),
         "config": setup.as_dict(), "seeds": args.seeds,
         "grid": [{"task": t, "hidden": h, "steps": list(s)} for t, h, s in GRID],
         "skipped": skipped, "budget_seconds": args.budget_seconds,
