@@ -2,36 +2,34 @@
 
     OMP_NUM_THREADS=1 nice -n 10 python scripts/record_rnn_bottleneck.py --results results
 
-Each cell trains :class:`~transformer_book.baselines.seq2seq.Seq2SeqGRU` without attention
+Each run trains :class:`~transformer_book.baselines.seq2seq.Seq2SeqGRU` without attention
 on chapter 02's copy or reverse data (:func:`transformer_book.toy.bottleneck.bottleneck_data`)
 and scores it teacher forced and greedy, per length and per output position
 (:func:`~transformer_book.toy.bottleneck.train_and_score`). A run of 3,000 steps is also
-scored after 300 and 1,000, which is what shorter runs of the same seed compute. The grid
-is what one shared CPU thread trains in well under an hour: H = 32, 128 and 512 at 300 steps
-on both tasks, and 3,000 steps for H = 32 and 128 on reverse (H = 512 for 3,000 steps would
-take about 15 minutes per seed on one idle thread, and is left out). Chapter 02 reads the
-newest record (``results/rnn-bottleneck-sweep-<UTC time>.json``) and reruns seed 0 of a
-cell live.
+scored after 300 and 1,000, which is what shorter runs of the same seed compute. Runs go to
+``--workers`` processes (one thread each) in :data:`GRID`'s order, most important first; no
+run starts once ``--budget-seconds`` have passed. The record
+(``results/rnn-bottleneck-sweep-<UTC time>.json``) is rewritten after every finished run, so
+it holds all of them even if the sweep is stopped; its ``status`` says whether the grid was
+finished. H = 512 for 3,000 steps (about 15 minutes per seed on one idle thread) is left out.
+Chapter 02 reads the newest record and reruns seed 0 of two cells live.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
-import tempfile
 import time
-from pathlib import Path
-
-import torch
+from concurrent.futures import ProcessPoolExecutor, as_completed
 
 from transformer_book.toy.bottleneck import BottleneckSetup, bottleneck_data, train_and_score
+from transformer_book.util.files import atomic_write_json
 from transformer_book.util.records import command_line, git_commit, hardware_info, write_record
 
 #: (task, hidden size, step counts scored in one run), in order of importance: the sweep
 #: stops starting cells once ``--budget-seconds`` have passed and records which it skipped.
 GRID = (
-    ("reverse", 128, (300, 1000, 3000)),
     ("copy", 128, (300,)),
+    ("reverse", 128, (300, 1000, 3000)),
     ("reverse", 32, (300, 1000, 3000)),
     ("reverse", 512, (300,)),
     ("copy", 32, (300,)),
@@ -39,40 +37,54 @@ GRID = (
 )
 
 
+def _job(task: str, hidden: int, steps: tuple[int, ...], seed: int, setup: BottleneckSetup
+         ) -> tuple[list[dict], float]:
+    """One seed of one cell, in a worker process: its scored runs and its CPU seconds."""
+    cpu = time.process_time()
+    runs = train_and_score(task, hidden, steps, seed, setup, data=bottleneck_data(task, setup))
+    return runs, time.process_time() - cpu
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--results", default="results", help="records folder")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    parser.add_argument("--budget-seconds", type=float, default=3300.0,
-                        help="start no cell after this many seconds (default 3300)")
+    parser.add_argument("--workers", type=int, default=2, help="processes (default 2)")
+    parser.add_argument("--budget-seconds", type=float, default=2700.0,
+                        help="start no run after this many seconds (default 2700)")
     args = parser.parse_args()
     setup = BottleneckSetup()
-    data = {task: bottleneck_data(task, setup) for task in ("copy", "reverse")}
-    progress = Path(tempfile.mkdtemp(prefix="rnn-bottleneck-")) / "runs.json"
-    commit = git_commit()  # the code that runs, before anything can change
-    runs, skipped, start, cpu = [], [], time.perf_counter(), time.process_time()
-    for task, hidden, steps in GRID:
-        if time.perf_counter() - start > args.budget_seconds:
-            skipped.append({"task": task, "hidden": hidden, "steps": list(steps)})
-            continue
-        for seed in args.seeds:
-            begin = time.perf_counter()
-            runs.extend(train_and_score(task, hidden, steps, seed, setup, data=data[task]))
-            now = time.perf_counter()
-            print(f"{task:<8} H={hidden:<4} steps={max(steps):<5} seed={seed}: "
-                  f"{now - begin:6.1f} s (total {now - start:.0f} s)", flush=True)
-            progress.write_text(json.dumps(runs))  # a crash keeps what was done
+    jobs = [(t, h, s, seed) for t, h, s in GRID for seed in args.seeds]  # in GRID's order
     record = {
         "kind": "rnn-bottleneck", "name": "sweep", "command": command_line(),
-        "git": commit, "hardware": hardware_info("cpu"),
+        "git": git_commit(), "hardware": hardware_info("cpu"), "workers": args.workers,
         "config": setup.as_dict(), "seeds": args.seeds,
         "grid": [{"task": t, "hidden": h, "steps": list(s)} for t, h, s in GRID],
-        "skipped": skipped, "budget_seconds": args.budget_seconds,
-        "wall_seconds": time.perf_counter() - start, "cpu_seconds": time.process_time() - cpu,
-        "runs": runs,
+        "budget_seconds": args.budget_seconds, "status": "running", "jobs": len(jobs),
+        "jobs_done": 0, "wall_seconds": 0.0, "cpu_seconds": 0.0, "runs": [],
     }
     path = write_record(args.results, "rnn-bottleneck", "sweep", record)
-    print(f"wrote {path} ({len(runs)} scored runs, torch threads {torch.get_num_threads()})")
+    start = time.perf_counter()
+    with ProcessPoolExecutor(args.workers) as pool:
+        futures = {pool.submit(_job, *job, setup): job for job in jobs}
+        for future in as_completed(futures):
+            if future.cancelled():
+                continue
+            runs, cpu = future.result()
+            task, hidden, steps, seed = futures[future]
+            record["runs"].extend(runs)
+            record["jobs_done"] += 1
+            record["cpu_seconds"] += cpu
+            record["wall_seconds"] = time.perf_counter() - start
+            print(f"{task:<8} H={hidden:<4} steps={max(steps):<5} seed={seed}: {cpu:6.1f} CPU s "
+                  f"(wall {record['wall_seconds']:.0f} s)", flush=True)
+            if record["wall_seconds"] > args.budget_seconds:
+                for pending in futures:
+                    pending.cancel()  # runs not yet started; those running finish
+            atomic_write_json(path, record)  # the record holds every finished run at all times
+    record["status"] = "complete" if record["jobs_done"] == len(jobs) else "budget spent"
+    atomic_write_json(path, record)
+    print(f"wrote {path}: {record['jobs_done']} of {len(jobs)} runs, {record['status']}")
     return 0
 
 
