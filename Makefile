@@ -11,7 +11,7 @@ JOBS ?= 2
 WORKER_ENV := OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 MPLBACKEND=Agg
 LAB_FLAGS := $(if $(filter 0,$(shell id -u)),--allow-root,)
 
-.PHONY: book test lint unit nbval bookcheck execute lab assignments bench sync gpu-carry clean
+.PHONY: book test lint unit nbval bookcheck execute lab assignments student bench sync gpu-carry clean
 
 $(STAMP): requirements.txt pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -47,13 +47,22 @@ nbval: $(STAMP)
 execute: $(STAMP)
 	$(PY) scripts/execute_notebooks.py $(NOTEBOOKS)
 
-## lab: open JupyterLab on the notebooks
+## lab: open JupyterLab on the notebooks; LAB_ARGS go to the server, e.g. on a remote
+## machine: make lab LAB_ARGS="--no-browser --ip=0.0.0.0 --port=8888"
+## (--ServerApp.token=..., --notebook-dir=assignments: any `jupyter lab --help-all` option)
+LAB_ARGS ?=
 lab: $(STAMP)
-	$(BIN)/jupyter lab notebooks $(LAB_FLAGS)
+	$(BIN)/jupyter lab notebooks $(LAB_FLAGS) $(LAB_ARGS)
 
 ## assignments: student notebooks (solutions stripped, outputs cleared) in assignments/
 assignments: $(STAMP)
 	$(BIN)/transformer-book assignments --source notebooks --out assignments
+
+## student: the student branch's tree in _build/student (STUDENT_ARGS="--commit" makes the
+## commit on branch `student` as .github/workflows/student.yml does)
+STUDENT_ARGS ?=
+student: $(STAMP)
+	$(PY) scripts/student_branch.py --out _build/student $(STUDENT_ARGS)
 
 ## bench: speed ratios against PyTorch's own modules, printed and saved to results/
 bench: $(STAMP)

@@ -36,16 +36,19 @@ from transformer_book.util.validation import BookError, fail, require
 ROOT = Path(__file__).resolve().parents[1]
 BADGE_IMAGE = "https://colab.research.google.com/assets/colab-badge.svg"
 SETUP_TAGS = ["colab-setup", "remove-cell"]
+#: Colab installs the package from here; the notebooks themselves open from ``branch``.
+PACKAGE_BRANCH = "main"
 SOLUTION_PROMPTS = {"code_prompt_show": "Show solution", "code_prompt_hide": "Hide solution"}
 
 
 def repository() -> tuple[str, str]:
-    """``(url, branch)`` of the repository, from ``_config.yml``."""
+    """``(url, branch)`` from ``_config.yml``: the branch the launch buttons open (the
+    generated ``student`` branch, scripts/student_branch.py)."""
     config = yaml.safe_load((ROOT / "_config.yml").read_text(encoding="utf-8"))
     url = config["repository"]["url"].rstrip("/")
     require(re.fullmatch(r"https://github\.com/[\w.-]+/[\w.-]+", url) is not None,
             "_config.yml repository.url", "https://github.com/OWNER/REPO", url)
-    return url, config["repository"].get("branch", "main")
+    return url, config["repository"].get("branch", PACKAGE_BRANCH)
 
 
 def title_of(notebook: nbformat.NotebookNode, name: str) -> str:
@@ -72,7 +75,7 @@ def header_cells(title: str, notebook_name: str, url: str, branch: str) -> tuple
         "import sys\n"
         "\n"
         'if "google.colab" in sys.modules:\n'
-        f'    package = "transformer_book @ git+{url}@{branch}"\n'
+        f'    package = "transformer_book @ git+{url}@{PACKAGE_BRANCH}"\n'
         '    subprocess.run([sys.executable, "-m", "pip", "install", "-q", package], check=True)'
     )
     return f"# {title}\n\n{badge}", setup

@@ -71,8 +71,12 @@ def _field(body: str, name: str) -> str | None:
 
 
 def read_citations(bib_path: Path | str) -> dict[str, tuple[str, str]]:
-    """BibTeX key -> ``(authors, year)``, authors as "Vaswani et al.", "Ba and Kingma"."""
-    text = Path(bib_path).read_text(encoding="utf-8")
+    """:func:`parse_citations` of the BibTeX file ``bib_path``."""
+    return parse_citations(Path(bib_path).read_text(encoding="utf-8"))
+
+
+def parse_citations(text: str) -> dict[str, tuple[str, str]]:
+    """BibTeX key -> ``(authors, year)``, authors as "Vaswani et al.", "Kaiser and Bengio"."""
     citations = {}
     for match in re.finditer(r"@\w+\s*\{\s*(?P<key>[^,\s]+)\s*,", text):
         following = text.find("\n@", match.end())
