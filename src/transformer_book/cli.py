@@ -14,6 +14,7 @@ Subcommands::
                               [--select last|best-val|best-val-bleu] [--average 5]
                               [--beam 4] [--limit K] [--results results]
                               [--stop exact|k_finished]
+    transformer-book export --checkpoint runs/small --out DIR [--average 5]   # Hugging Face
 
 Errors in what was asked (bad config, empty input, corrupted checkpoints, a command line
 argparse cannot read) raise :class:`~transformer_book.util.validation.BookError`: one line,
@@ -34,6 +35,8 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NoReturn
+
+from transformer_book.interop.cli_args import add_export_parser
 
 
 class _UsageError(Exception):
@@ -193,6 +196,12 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_export(args: argparse.Namespace) -> int:
+    from transformer_book.interop.hf_export import export_command
+
+    return export_command(args)
+
+
 def _describe_selection(selection: dict[str, Any]) -> str:
     """One line: which checkpoint was chosen, by which rule, and which were averaged."""
     scores = [f"{label} {selection[key]:.4g}" for key, label in
@@ -275,6 +284,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_train_parser(commands)
     _add_translate_parser(commands)
     _add_evaluate_parser(commands)
+    add_export_parser(commands, _cmd_export)
     return parser
 
 
