@@ -191,6 +191,9 @@ def _check_series(ns: Sequence[float], series: Mapping[str, Sequence[float]],
     return ns
 
 
+_MARKERS = ("o", "s", "^", "D", "v", "P")
+
+
 def path_length_plot(ns: Sequence[int], series: Mapping[str, Sequence[int]], *,
                      zoom_below: float | None = None, title: str = "") -> Figure:
     """Layers needed to connect position n to position 1, against n (log-2 axis).
@@ -205,9 +208,10 @@ def path_length_plot(ns: Sequence[int], series: Mapping[str, Sequence[int]], *,
     fig, axes = new_figure(1, panels, width=5.2 * panels, height=3.8)
     axes = np.atleast_1d(axes)
     for index, ax in enumerate(axes):
-        for label, values in series.items():
-            ax.plot(ns, [np.nan if v is None else float(v) for v in values], marker="o",
-                    markersize=3.5, label=label)
+        for number, (label, values) in enumerate(series.items()):
+            marker = _MARKERS[number % len(_MARKERS)]
+            ax.plot(ns, [np.nan if v is None else float(v) for v in values], marker=marker,
+                    markersize=4, label=label)  # a marker each: overlapping curves stay visible
         ax.set_xscale("log", base=2)
         ax.set_xlabel("sequence length n (log scale)")
         ax.set_ylabel("layers needed")
