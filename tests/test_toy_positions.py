@@ -7,11 +7,14 @@ import torch
 
 from transformer_book.nn.positional import LearnedPositionalEmbedding
 from transformer_book.toy.positions import (
+    EXTRAPOLATION,
     NO_LABEL,
     PositionProbe,
     ProbeConfig,
     accuracy_by_length,
+    accuracy_by_position,
     make_shift_task,
+    train_extrapolation_probe,
     train_probe,
 )
 from transformer_book.util.validation import BookError
@@ -97,3 +100,41 @@ def test_training_learns_the_shift_and_accuracy_is_per_length():
 def test_bad_inputs(call, match):
     with pytest.raises(BookError, match=match):
         call()
+
+
+def test_accuracy_by_position_is_per_position_and_averages_to_the_length_accuracy():
+    torch.manual_seed(0)
+    model = small_probe(positions="sinusoidal")
+    per_position = accuracy_by_position(model, 9, num_examples=30, shift=2, seed=4)
+    assert per_position.shape == (9,) and per_position.dtype == torch.float64
+    assert torch.isnan(per_position[:2]).all() and not torch.isnan(per_position[2:]).any()
+    by_length = accuracy_by_length(model, [9], num_examples=30, shift=2, seed=4)[9]
+    assert float(per_position[2:].mean()) == pytest.approx(by_length, abs=1e-12)
+    # by hand, at position 5: the fraction of the 30 sequences whose token 3 is predicted there
+    pairs = make_shift_task(30, 9, 9, shift=2, vocab_size=16, seed=4 + 9)
+    tokens = torch.tensor([t for t, _ in pairs])
+    with torch.no_grad():
+        predicted = model(tokens).argmax(-1)[:, 5]
+    assert float(per_position[5]) == pytest.approx(float((predicted == tokens[:, 3]).double()
+                                                         .mean()))
+
+
+def test_extrapolation_probe_follows_the_setting_and_the_seed(monkeypatch):
+    monkeypatch.setitem(EXTRAPOLATION, "steps", 3)
+    examples = make_shift_task(50, 3, 8, vocab_size=16)
+    first, losses = train_extrapolation_probe("learned", 5, examples)
+    again, _ = train_extrapolation_probe("learned", 5, examples)
+    other, _ = train_extrapolation_probe("learned", 6, examples)
+    assert len(losses) == 3 and first.config.max_len == EXTRAPOLATION["max_len"]
+    assert first.config.positions == "learned" and first.config.num_heads == 1
+    for a, b in zip(first.parameters(), again.parameters(), strict=True):
+        assert torch.equal(a, b)
+    assert not torch.equal(first.embedding.weight, other.embedding.weight)
+    torch.manual_seed(5)  # the untrained rows of the table are those of a fresh model
+    fresh = PositionProbe(first.config)
+    assert torch.equal(first.positions.embedding.weight[8:], fresh.positions.embedding.weight[8:])
+
+
+def test_accuracy_by_position_rejects_a_length_without_labels():
+    with pytest.raises(BookError, match="length: expected an integer >= 3"):
+        accuracy_by_position(small_probe(), 2, shift=2)

@@ -90,3 +90,21 @@ def test_accuracy_vs_length_draws_lines_training_lengths_and_chance():
 def test_bad_data(call, match):
     with pytest.raises(BookError, match=match):
         call()
+
+
+def test_accuracy_vs_position_draws_mean_band_and_live_seed():
+    from transformer_book.course.figures.positional import accuracy_vs_position
+
+    seeds = np.array([[np.nan, 0.5, 0.9, 0.2], [np.nan, 0.7, 0.8, 0.4]])
+    fig = accuracy_vs_position({"learned": seeds}, train_max=2,
+                               live={"learned": [np.nan, 0.5, 0.9, 0.2]}, chance=0.1)
+    assert JUPYTER_PNG(fig).startswith(b"\x89PNG")
+    ax = fig.axes[0]
+    mean_line, live_line = ax.lines[0], ax.lines[1]
+    np.testing.assert_allclose(mean_line.get_xdata(), [1, 2, 3])  # position 0 has no label
+    np.testing.assert_allclose(mean_line.get_ydata(), [0.6, 0.85, 0.3])
+    np.testing.assert_allclose(live_line.get_ydata(), [0.5, 0.9, 0.2])
+    assert live_line.get_linestyle() == "--"
+    assert "mean of 2 seeds" in mean_line.get_label()
+    with pytest.raises(BookError, match="live: expected labels among"):
+        accuracy_vs_position({"learned": seeds}, train_max=2, live={"none": seeds[0]})

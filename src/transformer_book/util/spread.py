@@ -7,7 +7,6 @@ cannot afford the seeds reads them from a record (``results/``) and runs one see
 
 from __future__ import annotations
 
-import math
 import statistics
 from collections.abc import Mapping, Sequence
 
@@ -28,12 +27,11 @@ def seed_spread(values: Sequence[float]) -> dict[str, float]:
 
 
 def within_spread(value: float, spread: Mapping[str, float], tolerance: float) -> bool:
-    """Whether ``value`` lies in ``[min - tolerance, max + tolerance]`` of a
+    """Whether ``value`` (finite) lies in ``[min - tolerance, max + tolerance]`` of a
     :func:`seed_spread` summary."""
     value = float(require_number(value, "value"))
     tolerance = float(require_number(tolerance, "tolerance"))
     require(tolerance >= 0, "tolerance", "a number >= 0", tolerance)
     require(isinstance(spread, Mapping) and {"min", "max"} <= set(spread), "spread",
             "a seed_spread summary with 'min' and 'max'", repr(spread))
-    low, high = spread["min"] - tolerance, spread["max"] + tolerance
-    return (not math.isnan(value)) and low <= value <= high
+    return spread["min"] - tolerance <= value <= spread["max"] + tolerance

@@ -1,9 +1,10 @@
 """Positional-encoding figures (chapter 08): the sinusoid table, relative offsets, and
-accuracy against sequence length for several positional schemes.
+accuracy against sequence length or position for several positional schemes.
 
     fig = encoding_heatmap(pe, curves=[0, 2, 8, 16])
     fig = offset_similarity(gram, offsets, {"pos = 0": dots_0, "pos = 20": dots_20})
     fig = accuracy_vs_length(lengths, {"sinusoidal": acc_s, "learned": acc_l}, train_max=16)
+    fig = accuracy_vs_position({"sinusoidal": seeds_s}, train_max=16, live={"sinusoidal": a})
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from matplotlib.figure import Figure
 from transformer_book.course.figures import DIVERGING, HEATMAP, PALETTE, as_array, new_figure
 from transformer_book.util.validation import require, require_int, require_number
 
-__all__ = ["accuracy_vs_length", "encoding_heatmap", "offset_similarity"]
+__all__ = ["accuracy_vs_length", "accuracy_vs_position", "encoding_heatmap", "offset_similarity"]
 
 
 def encoding_heatmap(
@@ -126,4 +127,53 @@ def accuracy_vs_length(
     ax.set_ylabel(ylabel)
     ax.set_title(title)
     ax.legend(fontsize=8, loc="best")
+    return fig
+
+
+def accuracy_vs_position(
+    seeds: Mapping[str, Any],
+    *,
+    train_max: int,
+    live: Mapping[str, Any] | None = None,
+    chance: float | None = None,
+    title: str = "",
+    width: float = 6.8,
+    height: float = 3.9,
+) -> Figure:
+    """Accuracy at each position, one colour per scheme: ``seeds`` maps a label to a
+    ``(seeds, L)`` array (NaN where a position has no label), drawn as the mean over seeds
+    with a band from the smallest to the largest seed; ``live`` (label -> ``(L,)``) adds the
+    seed run live as a thin dashed line. Positions below ``train_max`` are shaded."""
+    require(len(seeds) > 0, "seeds", "at least one scheme", "none")
+    require_number(train_max, "train_max")
+    live = dict(live or {})
+    require(set(live) <= set(seeds), "live", f"labels among {list(seeds)}", list(live))
+    fig, ax = new_figure(width=width, height=height)
+    ax.axvspan(-0.5, train_max - 0.5, color=PALETTE[-1], alpha=0.15,
+               label="positions seen in training")
+    for index, (label, runs) in enumerate(seeds.items()):
+        raw = np.asarray(runs.detach().cpu() if hasattr(runs, "detach") else runs, dtype=float)
+        require(raw.ndim == 2, f"seeds[{label!r}]", "a (seeds, L) array", f"shape {raw.shape}")
+        scored = ~np.isnan(raw).all(axis=0)  # positions without a label are left out
+        table = as_array(raw[:, scored], f"seeds[{label!r}]", 2)
+        positions = np.arange(raw.shape[1])[scored]
+        colour = PALETTE[index % (len(PALETTE) - 1)]
+        ax.fill_between(positions, np.nanmin(table, 0), np.nanmax(table, 0), color=colour,
+                        alpha=0.25, linewidth=0)
+        ax.plot(positions, np.nanmean(table, 0), color=colour,
+                label=f"{label} (mean of {table.shape[0]} seeds, band: min to max)")
+        if label in live:
+            line = np.asarray(live[label], dtype=float)
+            require(line.shape == scored.shape, f"live[{label!r}]", f"{len(scored)} values",
+                    f"shape {line.shape}")
+            ax.plot(positions, as_array(line[scored], f"live[{label!r}]", 1), color=colour,
+                    linestyle="--", linewidth=0.9)
+    if chance is not None:
+        ax.axhline(chance, color="black", linestyle=":", linewidth=1,
+                   label=f"chance ({chance:.2f})")
+    ax.set_ylim(-0.02, 1.02)
+    ax.set_xlabel("position t")
+    ax.set_ylabel("accuracy at position t")
+    ax.set_title(title)
+    ax.legend(fontsize=7, loc="upper right")
     return fig
