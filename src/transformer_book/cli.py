@@ -3,7 +3,8 @@
 Subcommands::
 
     transformer-book env                          # versions, device, threads
-    transformer-book assignments --out DIR        # student notebooks (solutions stripped)
+    transformer-book assignments --out DIR [--nbgrader]  # student notebooks / nbgrader sources
+    transformer-book grade SUBMISSIONS --out DIR  # grade a class's notebooks (grades.csv)
     transformer-book train --config configs/small.toml [--out runs/small] [--results results]
                            [--max-steps N] [--max-minutes M] [--no-resume] [--device D]
                            [--bleu-sentences 200] [--val-sentences K] [--quiet]
@@ -63,16 +64,6 @@ def _cmd_env(args: argparse.Namespace) -> int:
     from transformer_book.util.env import format_report
 
     print(format_report())
-    return 0
-
-
-def _cmd_assignments(args: argparse.Namespace) -> int:
-    from transformer_book.course.assignments import make_assignments
-
-    written = make_assignments(args.source, args.out)
-    for path in written:
-        print(f"wrote {path}")
-    print(f"{len(written)} student notebooks in {Path(args.out).resolve()}")
     return 0
 
 
@@ -275,12 +266,9 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True)
     env = commands.add_parser("env", help="print versions, device and threads")
     env.set_defaults(run=_cmd_env)
-    assignments = commands.add_parser("assignments",
-                                      help="write student notebooks with solutions stripped")
-    assignments.add_argument("--out", required=True, type=Path, help="folder to write into")
-    assignments.add_argument("--source", type=Path, default=Path("notebooks"),
-                             help="folder of source notebooks")
-    assignments.set_defaults(run=_cmd_assignments)
+    from transformer_book.course.course_cli import add_course_parsers  # assignments, grade
+
+    add_course_parsers(commands)
     _add_train_parser(commands)
     _add_translate_parser(commands)
     _add_evaluate_parser(commands)

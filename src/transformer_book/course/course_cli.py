@@ -1,0 +1,87 @@
+"""The course's subcommands, ``assignments`` and ``grade``, for :mod:`transformer_book.cli`."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from transformer_book.course.assignments import make_assignments
+from transformer_book.course.grading_report import grade_class
+from transformer_book.course.nbgrader_source import make_nbgrader_sources
+from transformer_book.util.validation import require
+
+ASSIGNMENTS = """\
+Write one student notebook per source notebook, same file names, mode 0644: the code
+between ### BEGIN SOLUTION and ### END SOLUTION becomes raise NotImplementedError, written
+answers ({solution} cells) are removed and an answer cell is added under each written
+exercise, the book's markup becomes plain Markdown, outputs, tags and timing metadata are
+cleared. Each cell's metadata "exercise" (id, kind, points) is kept for `grade`.
+With --nbgrader, write nbgrader source notebooks instead, for an nbgrader course's
+source/<assignment>/ (then `nbgrader generate_assignment` and `nbgrader autograde`): the
+solutions kept as autograded answer cells, one locked test cell per code exercise worth its
+points, a manually graded answer cell per written exercise holding the model answer, the
+statements and setup cells locked."""
+
+GRADE = """\
+Execute each submitted notebook under SUBMISSIONS in a fresh kernel (one thread, a time
+limit per cell and per notebook, errors allowed) and grade every code exercise with the
+checker of the installed package, whatever the notebook did to check(). The student is the
+first folder below SUBMISSIONS, or the file's stem for a notebook directly in it. Writes
+DIR/grades.csv (one row per student, one column per exercise: points, or manual/blank for
+written exercises; total, out_of and notes), DIR/grades.json and DIR/feedback/<student>.md.
+This is not a sandbox: the notebooks run with your rights; for isolation run it in a
+container."""
+
+
+def _cmd_assignments(args: argparse.Namespace) -> int:
+    make = make_nbgrader_sources if args.nbgrader else make_assignments
+    written = make(args.source, args.out)
+    for path in written:
+        print(f"wrote {path}")
+    kind = "nbgrader source" if args.nbgrader else "student"
+    print(f"{len(written)} {kind} notebooks in {Path(args.out).resolve()}")
+    return 0
+
+
+def _cmd_grade(args: argparse.Namespace) -> int:
+    require(args.timeout > 0, "--timeout", "a positive number of seconds", args.timeout)
+    require(args.jobs >= 1, "--jobs", "a whole number of kernels >= 1", args.jobs)
+    require(args.notebook_timeout > 0, "--notebook-timeout", "a positive number of seconds",
+            args.notebook_timeout)
+    rows = grade_class(args.submissions, args.out, source=args.source,
+                       cell_timeout=args.timeout, notebook_timeout=args.notebook_timeout,
+                       jobs=args.jobs, progress=not args.quiet)
+    print(f"graded {len(rows)} students: {Path(args.out).resolve() / 'grades.csv'}")
+    return 0
+
+
+def add_course_parsers(commands: Any) -> None:
+    """Register ``assignments`` and ``grade`` on ``commands`` (an ``add_subparsers`` result)."""
+    formatter = argparse.RawDescriptionHelpFormatter
+    assignments = commands.add_parser(
+        "assignments", help="write student notebooks (or nbgrader sources) from the chapters",
+        description=ASSIGNMENTS, formatter_class=formatter)
+    assignments.add_argument("--out", required=True, type=Path, metavar="DIR",
+                             help="folder to write into")
+    assignments.add_argument("--source", type=Path, default=Path("notebooks"),
+                             help="folder of source notebooks (default notebooks)")
+    assignments.add_argument("--nbgrader", action="store_true",
+                             help="write nbgrader source notebooks instead of student copies")
+    assignments.set_defaults(run=_cmd_assignments)
+    grade = commands.add_parser("grade", help="grade a folder of submitted notebooks",
+                                description=GRADE, formatter_class=formatter)
+    grade.add_argument("submissions", type=Path, metavar="SUBMISSIONS",
+                       help="folder of submissions (or one .ipynb)")
+    grade.add_argument("--out", required=True, type=Path, metavar="DIR",
+                       help="folder for the gradebook")
+    grade.add_argument("--source", type=Path, default=Path("notebooks"),
+                       help="folder of the master notebooks (default notebooks)")
+    grade.add_argument("--timeout", type=float, default=600, metavar="S",
+                       help="seconds one cell may run before it is interrupted (default 600)")
+    grade.add_argument("--notebook-timeout", type=float, default=1800, metavar="S",
+                       help="seconds a notebook's own cells may run together (default 1800)")
+    grade.add_argument("--jobs", type=int, default=1, metavar="N",
+                       help="notebooks executed at the same time (default 1)")
+    grade.add_argument("--quiet", action="store_true", help="no progress bar")
+    grade.set_defaults(run=_cmd_grade)

@@ -1,0 +1,249 @@
+"""Grading a class end to end with ``transformer-book grade``, and checks that refuse borrowed
+answers.
+
+The class is generated here from the master notebooks of two light chapters, 00 and 05:
+each student's notebook is the student copy (``make_student_notebook``) cut to its
+exercises (a lean imports cell, then the exercise section, so that each kernel costs
+seconds), changed the way that student changed it. The CSV is asserted cell by cell.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import re
+
+import nbformat
+import pytest
+import torch
+from notebook_utils import NOTEBOOKS
+
+from transformer_book.cli import main as cli_main
+from transformer_book.course.assignments import make_student_notebook
+from transformer_book.course.exercise_cells import annotate
+from transformer_book.course.exercises.core import foreign_origin, run_check
+from transformer_book.course.grading import read_exercises
+from transformer_book.nn.attention import scaled_dot_product_attention
+
+CHAPTERS = {"00": "00_how_to_use.ipynb", "05": "05_self_attention.ipynb"}
+IMPORTS = {
+    "00": "import torch\n\nfrom transformer_book.course.exercises import check",
+    "05": "import math\n\nimport torch\n\nfrom transformer_book.course.exercises import check\n"
+          "from transformer_book.nn.attention import scaled_dot_product_attention",
+}
+WRONG = "def softmax(x, dim=-1):\n    return x.exp() / x.exp().sum(dim=dim, keepdim=True)\n"
+LOOP = "def softmax(x, dim=-1):\n    while True:\n        pass\n"
+TAMPER = '''\
+import transformer_book.course.exercises.core as core
+
+core.REGISTRY["00.1"] = core.Exercise("00.1", "softmax", lambda f: "anything")
+core.run_check = lambda exercise_id, f: core.CheckResult(exercise_id, "passed", "sure")
+
+
+def check(exercise_id, f):
+    print(f"✓ Exercise {exercise_id} passed")
+'''
+
+
+def _master(tmp, chapter):
+    source = next(p for p in NOTEBOOKS if p.name == CHAPTERS[chapter])
+    notebook = nbformat.read(source, as_version=4)
+    annotate(notebook, source.name)  # a no-op once the chapter carries the metadata
+    nbformat.write(notebook, tmp / source.name)
+    return notebook
+
+
+def _student(master, chapter):
+    """The student copy cut to a lean imports cell and the exercise section."""
+    copy = make_student_notebook(master, CHAPTERS[chapter])
+    first = next(i for i, c in enumerate(copy.cells) if c.metadata.get("exercise"))
+    copy.cells = [nbformat.v4.new_code_cell(IMPORTS[chapter]), *copy.cells[first:]]
+    return copy
+
+
+def _cell(notebook, exercise_id, role):
+    return next(c for c in notebook.cells if c.metadata.get("exercise") == {
+        "id": exercise_id, "role": role})
+
+
+def _solve(student, master, ids):
+    for exercise_id in ids:
+        _cell(student, exercise_id, "solution").source = _cell(master, exercise_id,
+                                                              "solution").source
+    return student
+
+
+def _write(root, student, notebook, name):
+    folder = root / student if student else root
+    folder.mkdir(parents=True, exist_ok=True)
+    nbformat.write(notebook, folder / name)
+
+
+def _make_class(root, masters, students):
+    """Write every student's submission under ``root``; see each case's comment."""
+    m00, m05 = masters["00"], masters["05"]
+    alice = _solve(students("00"), m00, ["00.1"])  # correct, with written answers
+    _cell(alice, "00.2", "answer").source = "Because e^{-c} cancels."
+    _cell(alice, "00.3", "answer").source = "One-hot, then uniform."
+    _write(root, "alice", alice, CHAPTERS["00"])
+    specs05 = read_exercises(root.parent / "masters" / CHAPTERS["05"])
+    alice05 = _solve(students("05"), m05, [s.id for s in specs05 if s.kind == "code"])
+    for spec in specs05:
+        if spec.kind == "written":
+            _cell(alice05, spec.id, "answer").source = f"My answer to {spec.id}."
+    _write(root, "alice", alice05, CHAPTERS["05"])
+    bob = students("00")  # wrong: overflows on logits near 1000
+    _cell(bob, "00.1", "solution").source = WRONG
+    _write(root, "bob", bob, CHAPTERS["00"])
+    _write(root, "carol", students("00"), CHAPTERS["00"])  # not attempted
+    dave = students("00")  # syntax error
+    _cell(dave, "00.1", "solution").source = "def softmax(x, dim=-1)\n    return x\n"
+    _write(root, "dave", dave, CHAPTERS["00"])
+    erin = students("00")  # an endless loop
+    _cell(erin, "00.1", "solution").source = LOOP
+    _write(root, "erin", erin, CHAPTERS["00"])
+    frank = _solve(students("00"), m00, ["00.1"])  # a correct answer, and a dead kernel
+    frank.cells.insert(1, nbformat.v4.new_code_cell("import os\n\nos._exit(1)"))
+    _write(root, "frank", frank, CHAPTERS["00"])
+    grace = students("00")  # a wrong answer behind a tampered checker
+    _cell(grace, "00.1", "solution").source = WRONG
+    grace.cells.insert(1, nbformat.v4.new_code_cell(TAMPER))
+    _write(root, "grace", grace, CHAPTERS["00"])
+    heidi = students("05")  # the package's own function
+    name = next(s.function for s in specs05 if s.id == "05.1")
+    _cell(heidi, "05.1", "solution").source = f"{name} = scaled_dot_product_attention"
+    _write(root, "heidi", heidi, CHAPTERS["05"])
+    other = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("print('hello')")])
+    _write(root, "ivan", other, "homework.ipynb")  # not a course notebook
+    (root / "judy").mkdir()
+    (root / "judy" / CHAPTERS["00"]).write_text('{"cells": [{"cell_type": "code", "sour')
+    ken = students("00")  # the exercise's cell deleted
+    ken.cells.remove(_cell(ken, "00.1", "solution"))
+    _write(root, "ken", ken, CHAPTERS["00"])
+    leo = students("00")  # flat layout (student = file stem), the function renamed
+    _cell(leo, "00.1", "solution").source = _cell(m00, "00.1", "solution").source.replace(
+        "def softmax", "def my_softmax")
+    _write(root, None, leo, "leo.ipynb")
+
+
+@pytest.fixture(scope="module")
+def graded(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("grading")
+    (tmp / "masters").mkdir()
+    masters = {chapter: _master(tmp / "masters", chapter) for chapter in CHAPTERS}
+    _make_class(tmp / "class", masters, lambda chapter: _student(masters[chapter], chapter))
+    code = cli_main(["grade", str(tmp / "class"), "--out", str(tmp / "out"), "--source",
+                     str(tmp / "masters"), "--timeout", "20", "--jobs", "2", "--quiet"])
+    assert code == 0
+    with open(tmp / "out" / "grades.csv", newline="", encoding="utf-8") as handle:
+        rows = list(csv.DictReader(handle))
+    return tmp, {row["student"]: row for row in rows}
+
+
+STUDENTS = ["alice", "bob", "carol", "dave", "erin", "frank", "grace", "heidi", "ivan",
+            "judy", "ken", "leo"]
+
+
+def columns(tmp):
+    """The CSV header and every student's expected cells, from the masters' exercises:
+    alice answered everything (code: full points, written: manual), nobody else scores."""
+    specs = [s for name in CHAPTERS.values() for s in read_exercises(tmp / "masters" / name)]
+    header = ["student", *(s.id if s.kind == "code" else f"{s.id} (manual)" for s in specs),
+              "total", "out_of", "notes"]
+    out_of = str(sum(s.points for s in specs if s.kind == "code"))
+    expected = {}
+    for student in STUDENTS:
+        right = student == "alice"
+        cells = [(str(s.points) if right else "0") if s.kind == "code" else
+                 ("manual" if right else "blank") for s in specs]
+        expected[student] = [*cells, out_of if right else "0", out_of]
+    return header, expected
+
+
+NOTES = {  # student: what the notes column must say ("" = nothing)
+    "alice": [], "bob": [], "carol": [], "grace": [],
+    "dave": [r"cell \d+: SyntaxError", r"defines no `softmax`"],
+    "erin": [r"cell \d+: Timeout", r"00\.1 not graded: its check ran past the time limit"],
+    "frank": [r"the kernel died in cell 1 ", r"00\.1 not graded: the kernel died"],
+    "heidi": [r"05\.1 failed: `\w+` is "
+              r"transformer_book\.nn\.attention\.scaled_dot_product_attention, not a function "
+              r"written in the notebook"],
+    "ivan": [r"homework\.ipynb: not one of the course's notebooks"],
+    "judy": [r"00_how_to_use\.ipynb: not a readable notebook \(not valid JSON"],
+    "ken": [r"defines no `softmax`: its cell was deleted or renamed"],
+    "leo": [r"defines no `softmax`"],
+}
+
+
+class TestGradeAClass:
+    def test_the_csv_cell_by_cell(self, graded):
+        tmp, rows = graded
+        header, expected = columns(tmp)
+        assert header[:4] == ["student", "00.1", "00.2 (manual)", "00.3 (manual)"]
+        with open(tmp / "out" / "grades.csv", encoding="utf-8") as handle:
+            assert next(csv.reader(handle)) == header
+        assert sorted(rows) == sorted(expected)
+        for student, cells in expected.items():
+            assert [rows[student][column] for column in header[1:-1]] == cells, (
+                student, rows[student])
+
+    @pytest.mark.parametrize("student", sorted(NOTES))
+    def test_each_problem_gets_a_clear_line(self, graded, student):
+        notes = graded[1][student]["notes"]
+        if not NOTES[student]:
+            assert notes == "", (student, notes)
+        for pattern in NOTES[student]:
+            assert re.search(pattern, notes), (student, pattern, notes)
+
+    def test_statuses_and_feedback(self, graded):
+        tmp = graded[0]
+        book = json.loads((tmp / "out" / "grades.json").read_text(encoding="utf-8"))
+        status = {row["student"]: {k: v["status"] for k, v in row["exercises"].items()}
+                  for row in book["students"]}
+        assert status["alice"]["00.1"] == "passed" and status["bob"]["00.1"] == "failed"
+        assert status["carol"]["00.1"] == "not attempted" and status["grace"]["00.1"] == "failed"
+        assert status["heidi"]["05.1"] == "borrowed" and status["erin"]["00.1"] == "not graded"
+        assert status["bob"]["05.1"] == "not submitted"
+        alice = (tmp / "out" / "feedback" / "alice.md").read_text(encoding="utf-8")
+        assert "✓ Exercise 00.1 passed" in alice and "> Because e^{-c} cancels." in alice
+        assert "✓ Exercise 05.1 passed" in alice and "> My answer to 05.4." in alice
+        grace = (tmp / "out" / "feedback" / "grace.md").read_text(encoding="utf-8")
+        assert "✗ Exercise 00.1 failed" in grace and "±1000" in grace
+        assert (tmp / "out" / "feedback" / "carol.md").read_text().count("(no answer written)") == 2
+
+
+def test_the_contract_is_read_from_the_master(tmp_path):
+    master = _master(tmp_path, "00")
+    master.cells[next(i for i, c in enumerate(master.cells) if c.metadata.get(
+        "exercise", {}).get("kind") == "code")].metadata["exercise"]["points"] = 3
+    nbformat.write(master, tmp_path / CHAPTERS["00"])
+    specs = read_exercises(tmp_path / CHAPTERS["00"])
+    assert [(s.id, s.kind, s.points, s.function) for s in specs] == [
+        ("00.1", "code", 3, "softmax"), ("00.2", "written", 1, None),
+        ("00.3", "written", 1, None)]
+    assert "softmax" in specs[0].title
+
+
+def test_checks_refuse_functions_from_the_package_or_torch():
+    borrowed = run_check("05.1", scaled_dot_product_attention)
+    assert borrowed.status == "failed"
+    assert ("this is transformer_book.nn.attention.scaled_dot_product_attention, not your own "
+            "function") in borrowed.message
+    for function in (torch.softmax, torch.nn.functional.softmax, torch.Tensor.softmax,
+                     torch.nn.Softmax(dim=-1)):
+        result = run_check("00.1", function)
+        assert result.status == "failed" and "not your own function" in result.detail, result
+    assert "this is torch.softmax," in run_check("00.1", torch.softmax).detail
+    assert foreign_origin(len) == "builtins.len"
+
+
+def test_own_functions_and_wrappers_are_still_checked():
+    def softmax(x, dim=-1):
+        shifted = x - x.max(dim=dim, keepdim=True).values
+        return shifted.exp() / shifted.exp().sum(dim=dim, keepdim=True)
+
+    assert foreign_origin(softmax) is None and run_check("00.1", softmax).passed
+    namespace: dict = {"__name__": "__main__"}
+    exec("def f(x, dim=-1):\n    return x", namespace)  # as a notebook defines it
+    assert foreign_origin(namespace["f"]) is None
+    assert run_check("00.1", namespace["f"]).status == "failed"
