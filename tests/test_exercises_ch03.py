@@ -37,11 +37,40 @@ def test_causal_conv1d_checker():
     assert run_check("03.1", stub).status == "not attempted"
 
 
-def test_receptive_field_span_checker():
-    assert run_check("03.2", lambda k, dilations: 1 + (k - 1) * sum(dilations)).passed
-    as_tensor = run_check("03.2", lambda k, d: torch.tensor(1 + (k - 1) * sum(d)))
+def bytenet_layers(n, kernel_size, max_dilation):
+    """Closed form: whole blocks of dilations 1..r add (k-1)(2r-1) positions each."""
+    block = (kernel_size - 1) * (2 * max_dilation - 1)
+    full, rest = divmod(n - 1, block)
+    layers, reach, dilation = full * max_dilation.bit_length(), 0, 1
+    while reach < rest:
+        reach += (kernel_size - 1) * dilation
+        dilation *= 2
+        layers += 1
+    return layers
+
+
+def test_bytenet_layers_checker():
+    result = run_check("03.2", bytenet_layers)
+    assert result.passed, result.message
+    as_tensor = run_check("03.2", lambda n, k, r: torch.tensor(bytenet_layers(n, k, r)))
     assert as_tensor.passed, as_tensor.message
-    no_plus_one = run_check("03.2", lambda k, dilations: (k - 1) * sum(dilations))
-    assert no_plus_one.status == "failed" and "expected" in no_plus_one.detail
-    assert run_check("03.2", lambda k, dilations: k * len(dilations)).status == "failed"
+    assert bytenet_layers(512, 3, 16) == 44, "the chapter's measured table"
+
+
+def test_bytenet_layers_checker_rejects_common_mistakes():
+    def unlimited(n, kernel_size, max_dilation):  # forgets the cap: logarithmic
+        layers, seen, dilation = 0, 1, 1
+        while seen < n:
+            seen, dilation, layers = seen + (kernel_size - 1) * dilation, 2 * dilation, layers + 1
+        return layers
+
+    def counts_inputs(n, kernel_size, max_dilation):  # a block adds k·r inputs, not (k-1)(2r-1)
+        return -(-(n - 1) // (kernel_size * max_dilation)) * max_dilation.bit_length()
+
+    def no_empty_case(n, kernel_size, max_dilation):
+        return max(1, bytenet_layers(n, kernel_size, max_dilation))
+
+    for wrong in (unlimited, counts_inputs, no_empty_case):
+        result = run_check("03.2", wrong)
+        assert result.status == "failed" and "expected" in result.detail, wrong.__name__
     assert run_check("03.2", stub).status == "not attempted"

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 from torch import nn
 from torch.nn import functional as F
 
-from transformer_book.baselines.conv import CausalConv1d, receptive_field
+from transformer_book.baselines.conv import CausalConv1d, DilatedConvStack, layers_to_connect
 from transformer_book.course.exercises.core import (
-    ExerciseFailure,
     attempt,
     exercise,
     expect_close,
@@ -66,32 +67,46 @@ def check_causal_conv1d(causal_conv1d) -> str:
     )
 
 
-@exercise("03.2", "receptive_field_span")
-def check_receptive_field_span(receptive_field_span) -> str:
-    """``receptive_field_span(kernel_size, dilations)`` must equal the span gradients measure."""
+def _capped_layers(n: int, kernel_size: int, max_dilation: int) -> int:
+    """Reference: walk the dilations 1, 2, 4, ..., max_dilation, 1, 2, ... until n is seen."""
+    layers, seen, dilation = 0, 1, 1
+    while seen < n:
+        seen += (kernel_size - 1) * dilation
+        dilation = 1 if dilation == max_dilation else 2 * dilation
+        layers += 1
+    return layers
+
+
+def _capped_stack(kernel_size: int, max_dilation: int) -> Callable[[int], nn.Module]:
+    block = [2**i for i in range(max_dilation.bit_length())]  # 1, 2, ..., max_dilation
+
+    def make(m: int) -> nn.Module:
+        torch.manual_seed(m)
+        return DilatedConvStack(2, kernel_size, [block[i % len(block)] for i in range(m)]).double()
+    return make
+
+
+@exercise("03.2", "bytenet_layers")
+def check_bytenet_layers(bytenet_layers) -> str:
+    """``bytenet_layers(n, kernel_size, max_dilation)`` must equal the measured path length."""
     generator = fresh_generator()
-    stacks = []
-    for _ in range(12):
-        layers = random_int(1, 5, generator)
-        stacks.append((random_int(1, 5, generator),
-                       tuple(random_int(1, 8, generator) for _ in range(layers))))
-    stacks += [(1, (1, 2, 4)), (3, (1,)), (3, (1, 2, 4, 8, 16)), (2, (1, 1, 1, 1)), (3, (2, 4))]
-    for kernel_size, dilations in stacks:
-        what = f"kernel_size={kernel_size}, dilations={dilations}"
-        model = nn.Sequential(*(CausalConv1d(2, 2, kernel_size, d) for d in dilations)).double()
-        length = 1 + kernel_size * sum(dilations) + random_int(1, 4, generator)
-        field = receptive_field(model, length, channels=2)  # (length,), output = length - 1
-        earliest = int(field.nonzero()[0])
-        measured = length - earliest  # positions earliest, ..., length - 1
-        received = attempt(receptive_field_span, kernel_size, list(dilations), what=what)
-        if isinstance(received, torch.Tensor):
-            if received.numel() != 1:
-                raise ExerciseFailure(f"for {what}, expected one integer, received a tensor "
-                                      f"of shape {tuple(received.shape)}")
+    cases = [(random_int(2, 4000, generator), random_int(2, 5, generator),
+              2 ** random_int(0, 5, generator)) for _ in range(40)]
+    cases += [(128, 3, 16), (256, 3, 16), (512, 3, 16), (1, 3, 16), (2, 2, 1), (63, 3, 16),
+              (64, 3, 16), (31, 2, 16), (32, 2, 16)]
+    measured = [(random_int(2, 40, generator), random_int(2, 4, generator),
+                 2 ** random_int(0, 3, generator)) for _ in range(4)] + [(40, 3, 4)]
+    for n, k, r in measured:  # the reference itself, against gradients on the real stack
+        if layers_to_connect(_capped_stack(k, r), n, channels=2) != _capped_layers(n, k, r):
+            raise RuntimeError(f"reference disagrees with gradients at {(n, k, r)}")
+    for n, k, r in cases + measured:
+        what = f"n={n}, kernel_size={k}, max_dilation={r} (dilations 1, 2, ..., {r} repeated)"
+        received = attempt(bytenet_layers, n, k, r, what=what)
+        if isinstance(received, torch.Tensor) and received.numel() == 1:
             received = received.item()
-        expect_equal(received, measured, what=what)
+        expect_equal(received, _capped_layers(n, k, r), what=what)
     return (
-        f"matched the span measured from gradients on {len(stacks)} fresh random stacks of "
-        "causal convolutions, including kernel 1, one layer, ByteNet's dilations "
-        "1, 2, 4, 8, 16 and dilations that leave holes"
+        f"matched the fewest layers on {len(cases) + len(measured)} cases (lengths up to 4000, "
+        "kernels 2-5, caps 1-32, n = 1), five of them measured from gradients through "
+        "DilatedConvStack"
     )
