@@ -11,7 +11,9 @@ scored after 300 and 1,000, which is what shorter runs of the same seed compute.
 run starts once ``--budget-seconds`` have passed. The record
 (``results/rnn-bottleneck-sweep-<UTC time>.json``) is rewritten after every finished run, so
 it holds all of them even if the sweep is stopped; its ``status`` says whether the grid was
-finished. H = 512 for 3,000 steps (about 15 minutes per seed on one idle thread) is left out.
+finished. ``--only reverse:32`` runs some cells alone (in a second process, say); chapter 02
+takes each run (task, H, steps, seed) from the newest record that holds it. H = 512 for
+3,000 steps (about 15 minutes per seed on one idle thread) is left out.
 Chapter 02 reads the newest record and reruns seed 0 of two cells live.
 """
 
@@ -52,14 +54,19 @@ def main() -> int:
     parser.add_argument("--workers", type=int, default=2, help="processes (default 2)")
     parser.add_argument("--budget-seconds", type=float, default=2700.0,
                         help="start no run after this many seconds (default 2700)")
+    parser.add_argument("--only", nargs="+", metavar="TASK:H", default=None,
+                        help="run only these cells of the grid, e.g. reverse:32")
     args = parser.parse_args()
     setup = BottleneckSetup()
-    jobs = [(t, h, s, seed) for t, h, s in GRID for seed in args.seeds]  # in GRID's order
+    grid = [(t, h, s) for t, h, s in GRID if args.only is None or f"{t}:{h}" in args.only]
+    if not grid:
+        parser.error(f"--only: expected cells of the grid such as reverse:32, got {args.only}")
+    jobs = [(t, h, s, seed) for t, h, s in grid for seed in args.seeds]  # in GRID's order
     record = {
         "kind": "rnn-bottleneck", "name": "sweep", "command": command_line(),
         "git": git_commit(), "hardware": hardware_info("cpu"), "workers": args.workers,
         "config": setup.as_dict(), "seeds": args.seeds,
-        "grid": [{"task": t, "hidden": h, "steps": list(s)} for t, h, s in GRID],
+        "grid": [{"task": t, "hidden": h, "steps": list(s)} for t, h, s in grid],
         "budget_seconds": args.budget_seconds, "status": "running", "jobs": len(jobs),
         "jobs_done": 0, "wall_seconds": 0.0, "cpu_seconds": 0.0, "runs": [],
     }
