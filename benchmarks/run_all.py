@@ -24,7 +24,13 @@ MultiHeadAttention teaching vs torch       0.5    it also materialises the weigh
 training step vs nn.Transformer            0.9    the same arithmetic, no hidden shortcuts
 greedy decoding, cache vs no cache         3.0    the KV cache must pay for itself
 beam 4 vs greedy (greedy time / beam time) 1/3    beam search within 3x of greedy
+val beam 4 and greedy, course vs generate  1.0    ours at least as fast as ``transformers``
+val beam 4 / greedy, course vs CTranslate2 0      the gap to a C++ engine, measured
 =========================================  =====  ==========================================
+
+``bench_engines`` exports chapter 10's model (``transformer-book export``) and times the
+course's decoding against ``transformers``' ``generate`` and CTranslate2 (float32, int8) on
+the val split, printing its own table with each engine's sacreBLEU.
 
 The benchmarks run on the CPU (the numbers are ratios, so they transfer between machines far
 better than absolute times). Exit status 0 even when a goal is missed: the table says so.
