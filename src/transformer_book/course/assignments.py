@@ -28,6 +28,7 @@ from transformer_book.course.exercise_cells import (
     BEGIN,
     END,
     KEY,
+    expected_metadata,
     find_exercises,
     has_solution_markers,
     solution_label_of,
@@ -113,9 +114,10 @@ def _is_solution_cell(cell: nbformat.NotebookNode) -> bool:
     )
 
 
-def _student_cell(cell, index, cells, name, citations) -> nbformat.NotebookNode:
-    """One kept cell: markup made plain, solutions stubbed, outputs and metadata dropped."""
-    metadata = {KEY: cell.metadata[KEY]} if KEY in cell.metadata else {}
+def _student_cell(cell, index, cells, name, citations, exercise) -> nbformat.NotebookNode:
+    """One kept cell: markup made plain, solutions stubbed, outputs and metadata dropped;
+    ``exercise``: its ``metadata["exercise"]`` (or None)."""
+    metadata = {KEY: exercise} if exercise else {}
     if cell.cell_type == "markdown":
         student = nbformat.v4.new_markdown_cell(to_plain_markdown(cell.source, citations))
     elif cell.cell_type == "code":
@@ -147,15 +149,17 @@ def make_student_notebook(
     cells = notebook.cells
     exercises = find_exercises(notebook, name, strict=False)
     written = {e.statement: e.id for e in exercises if e.kind == "written"}
+    metadata = expected_metadata(notebook, name, strict=False)
     kept = []
     for index, cell in enumerate(cells):
         if _is_solution_cell(cell) or BOOK_ONLY_TAG in _tags(cell):
             continue
-        kept.append(_student_cell(cell, index, cells, name, citations))
+        kept.append(_student_cell(cell, index, cells, name, citations, metadata.get(index)))
         if index in written:
             kept.append(_answer_cell(written[index]))
-    metadata = {k: v for k, v in notebook.metadata.items() if k in ("kernelspec", "language_info")}
-    student = nbformat.v4.new_notebook(cells=kept, metadata=metadata)
+    kept_metadata = {k: v for k, v in notebook.metadata.items()
+                     if k in ("kernelspec", "language_info")}
+    student = nbformat.v4.new_notebook(cells=kept, metadata=kept_metadata)
     student.nbformat_minor = max(notebook.get("nbformat_minor", 5), 5)
     return student
 

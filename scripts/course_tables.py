@@ -1,0 +1,92 @@
+"""Write the instructor guide's two tables from the notebooks into book/figures/generated/.
+
+- Chapters: how long each notebook took to execute (first cell started to last cell
+  finished, from the execution metadata that ``make execute`` stores), and its exercises.
+- Exercises: id, title, kind (code / written) and points, from each statement cell's
+  ``metadata["exercise"]`` (written by scripts/sync_notebooks.py).
+
+``make book`` runs it before building; book/instructors.md includes the file.
+
+    python scripts/course_tables.py [--out FOLDER]   # course_chapters.md, course_exercises.md
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from datetime import datetime
+from pathlib import Path
+
+import nbformat
+
+from transformer_book.course.exercise_cells import find_exercises
+
+ROOT = Path(__file__).resolve().parents[1]
+OUT = ROOT / "book" / "figures" / "generated"
+
+
+def execution_seconds(notebook: nbformat.NotebookNode) -> float | None:
+    """Seconds from the first cell's start to the last cell's reply, or None if not stored."""
+    stamps = []
+    for cell in notebook.cells:
+        execution = cell.get("metadata", {}).get("execution", {})
+        if "iopub.execute_input" in execution and "shell.execute_reply" in execution:
+            stamps.append((execution["iopub.execute_input"], execution["shell.execute_reply"]))
+    if not stamps:
+        return None
+    start, end = (datetime.fromisoformat(s.replace("Z", "+00:00")) for s in
+                  (stamps[0][0], stamps[-1][1]))
+    return (end - start).total_seconds()
+
+
+def _duration(seconds: float | None) -> str:
+    if seconds is None:
+        return "not recorded"
+    return f"{seconds:.0f} s" if seconds < 90 else f"{seconds / 60:.1f} min"
+
+
+def _title(notebook: nbformat.NotebookNode, path: Path) -> str:
+    first = notebook.cells[0].source.splitlines() if notebook.cells else []
+    heading = next((line[2:].strip() for line in first if line.startswith("# ")), path.stem)
+    return f"[{heading}](../notebooks/{path.stem}.ipynb)"
+
+
+def tables(paths: list[Path]) -> tuple[str, str]:
+    """The two Markdown tables (module doc)."""
+    chapters = ["| Chapter | Time to run | Code exercises | Written exercises | Points |",
+                "| --- | --- | --- | --- | --- |"]
+    rows = ["| Exercise | Title | Kind | Points |", "| --- | --- | --- | --- |"]
+    total = 0.0
+    for path in paths:
+        notebook = nbformat.read(path, as_version=4)
+        exercises = find_exercises(notebook, path.name)
+        seconds = execution_seconds(notebook)
+        total += seconds or 0.0
+        points = []
+        for exercise in exercises:
+            meta = notebook.cells[exercise.statement].metadata.get("exercise", {})
+            points.append(int(meta.get("points", exercise.points)))
+            title = exercise.title.removeprefix(f"{exercise.id} · ").replace("|", "\\|")
+            rows.append(f"| {exercise.id} | {title} | {exercise.kind} | {points[-1]} |")
+        kinds = [exercise.kind for exercise in exercises]
+        chapters.append(f"| {_title(notebook, path)} | {_duration(seconds)} | "
+                        f"{kinds.count('code')} | {kinds.count('written')} | {sum(points)} |")
+    chapters.append(f"| **All chapters** | **{_duration(total)}** | | | |")
+    return "\n".join(chapters) + "\n", "\n".join(rows) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, default=OUT, help="folder to write into")
+    args = parser.parse_args(argv)
+    paths = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+    args.out.mkdir(parents=True, exist_ok=True)
+    names = ("course_chapters.md", "course_exercises.md")
+    for name, text in zip(names, tables(paths), strict=True):
+        (args.out / name).write_text(text, encoding="utf-8")
+        print(f"wrote {args.out / name}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
