@@ -4,88 +4,71 @@ from __future__ import annotations
 
 import torch
 
+from transformer_book.course.exercises.ch01 import (
+    expected_padding_reference,
+    merge_by_replace,
+    merge_pair,
+)
 from transformer_book.course.exercises.core import run_check
-from transformer_book.data.batching import TokenBudgetSampler, pad_sequences, token_mask
+from transformer_book.data.batching import padding_fraction
 
 
-def pad_and_mask(sequences, pad_id=0):
-    ids = pad_sequences(sequences, pad_id=pad_id)
-    return ids, token_mask(ids, pad_id=pad_id)
+def test_merge_pair_is_left_to_right_and_non_overlapping() -> None:
+    assert merge_pair(("a", "a", "a"), ("a", "a")) == ("aa", "a")
+    assert merge_pair(("l", "o", "w", "l", "o"), ("l", "o")) == ("lo", "w", "lo")
+    assert merge_pair(("es", "t"), ("s", "t")) == ("es", "t")
+    assert merge_by_replace(("es", "t"), ("s", "t")) == ("est",), "the bug the exercise hides"
 
 
-def bucket_by_length(lengths, max_tokens):
-    order = sorted(range(len(lengths)), key=lambda i: lengths[i])
-    batches, current = [], []
-    for i in order:
-        if current and (len(current) + 1) * lengths[i] > max_tokens:
-            batches.append(current)
-            current = []
-        current.append(i)
-    batches.append(current)
-    return batches
+def test_a_counterexample_passes_and_non_counterexamples_fail() -> None:
+    assert run_check("01.1", lambda: (("es", "t"), ("s", "t"))).passed
+    assert run_check("01.1", lambda: (("Ġl", "o", "w"), ("l", "o"))).passed
+    overlap = run_check("01.1", lambda: (("a", "a", "a"), ("a", "a")))
+    assert overlap.status == "failed" and "not a counterexample" in overlap.detail
+    spaced = run_check("01.1", lambda: (("a b", "c"), ("b", "c")))
+    assert spaced.status == "failed" and "without spaces" in spaced.detail
+    assert run_check("01.1", lambda: (("a", "b"), ("a", "b", "c"))).status == "failed"
+    assert run_check("01.1", lambda: "es t").status == "failed"
 
 
-def test_correct_answers_pass() -> None:
-    for exercise_id, answer in (("01.1", pad_and_mask), ("01.2", bucket_by_length)):
-        result = run_check(exercise_id, answer)
-        assert result.passed, result.message
+def expected_padding(lengths, batch_size):
+    lengths = sorted(lengths)
+    n = len(lengths)
+    expected_max = 0.0
+    for level in range(1, lengths[-1] + 1):
+        below = sum(length < level for length in lengths)
+        expected_max += 1 - (below / n) ** batch_size
+    return 1 - sum(lengths) / n / expected_max
 
 
-def test_reference_bucketing_is_the_sampler_without_shuffle() -> None:
-    lengths = [5, 1, 3, 3, 9, 2, 2, 7]
-    assert bucket_by_length(lengths, 9) == TokenBudgetSampler(lengths, 9, shuffle=False).batches()
+def test_expected_padding_passes_and_matches_a_simulation() -> None:
+    result = run_check("01.2", expected_padding)
+    assert result.passed, result.message
+    generator = torch.Generator().manual_seed(5)
+    lengths = torch.randint(1, 40, (500,), generator=generator).tolist()
+    draws = torch.randint(0, 500, (4000, 16), generator=generator).tolist()
+    simulated = padding_fraction(draws, lengths)
+    assert abs(simulated - expected_padding_reference(lengths, 16)) < 0.01
+
+
+def test_wrong_padding_formulas_fail() -> None:
+    def mean_over_longest(lengths, batch_size):  # ignores the batch size
+        return 1 - sum(lengths) / len(lengths) / max(lengths)
+
+    def one_too_many(lengths, batch_size):  # the longest of B + 1 draws
+        return expected_padding(lengths, batch_size + 1)
+
+    for wrong in (mean_over_longest, one_too_many):
+        result = run_check("01.2", wrong)
+        assert result.status == "failed" and "expected" in result.detail, wrong.__name__
 
 
 def test_checkers_leave_the_global_rng_alone() -> None:
     torch.manual_seed(123)
     before = torch.get_rng_state()
-    run_check("01.1", pad_and_mask)
-    run_check("01.2", bucket_by_length)
+    run_check("01.1", lambda: (("es", "t"), ("s", "t")))
+    run_check("01.2", expected_padding)
     assert torch.equal(before, torch.get_rng_state()), "the notebook's seeded cells stay seeded"
-
-
-def test_left_padding_fails_naming_the_row() -> None:
-    def left_padded(sequences, pad_id=0):
-        longest = max(len(s) for s in sequences)
-        ids = torch.full((len(sequences), longest), pad_id, dtype=torch.long)
-        for row, seq in enumerate(sequences):
-            ids[row, longest - len(seq):] = torch.tensor(seq)
-        return ids, ids != pad_id
-
-    result = run_check("01.1", left_padded)
-    assert result.status == "failed" and "row" in result.detail and "should be" in result.detail
-
-
-def test_inverted_mask_and_wrong_dtype_fail() -> None:
-    def inverted(sequences, pad_id=0):
-        ids, mask = pad_and_mask(sequences, pad_id)
-        return ids, ~mask
-
-    def float_mask(sequences, pad_id=0):
-        ids, mask = pad_and_mask(sequences, pad_id)
-        return ids, mask.float()
-
-    assert "True = real token" in run_check("01.1", inverted).detail
-    assert "torch.bool" in run_check("01.1", float_mask).detail
-
-
-def test_over_budget_and_missing_indices_fail() -> None:
-    def one_batch(lengths, max_tokens):
-        return [list(range(len(lengths)))]
-
-    def drops_last(lengths, max_tokens):
-        return [[i] for i in range(len(lengths) - 1)] or [[]]
-
-    assert "tokens" in run_check("01.2", one_batch).detail
-    assert "exactly one batch" in run_check("01.2", drops_last).detail
-
-
-def test_valid_but_different_bucketing_fails_with_explanation() -> None:
-    def singletons(lengths, max_tokens):
-        return [[i] for i in range(len(lengths))]
-
-    result = run_check("01.2", singletons)
-    assert result.status == "failed" and "greedy cut" in result.detail
 
 
 def test_stubs_are_not_attempted() -> None:

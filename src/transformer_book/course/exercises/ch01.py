@@ -2,119 +2,114 @@
 
 from __future__ import annotations
 
+import math
+from collections import Counter
+
 import torch
 
 from transformer_book.course.exercises.core import (
     ExerciseFailure,
     attempt,
     exercise,
-    expect_tensor,
+    expect_close,
     fresh_generator,
     random_int,
 )
-from transformer_book.data.batching import TokenBudgetSampler, pad_sequences, token_mask
+
+__all__ = ["expected_padding_reference", "merge_by_replace", "merge_pair"]
 
 
-def _expect_same_rows(received: torch.Tensor, expected: torch.Tensor, *, what: str,
-                      sequences: list[list[int]]) -> None:
-    """Fail naming the first row that differs, with its input sequence."""
-    for row, (got, want) in enumerate(zip(received.tolist(), expected.tolist(), strict=True)):
-        if got != want:
-            raise ExerciseFailure(
-                f"for {what}, row {row} (input {sequences[row]}) should be {want}, received {got}"
-            )
+def merge_pair(symbols: tuple[str, ...], pair: tuple[str, str]) -> tuple[str, ...]:
+    """One BPE merge done right: join each non-overlapping ``pair``, left to right."""
+    merged, i = [], 0
+    while i < len(symbols):
+        if i + 1 < len(symbols) and (symbols[i], symbols[i + 1]) == pair:
+            merged.append(symbols[i] + symbols[i + 1])
+            i += 2
+        else:
+            merged.append(symbols[i])
+            i += 1
+    return tuple(merged)
 
 
-@exercise("01.1", "pad_and_mask")
-def check_pad_and_mask(pad_and_mask) -> str:
-    """``pad_and_mask(sequences, pad_id)`` must equal ``pad_sequences`` + ``token_mask``."""
+def merge_by_replace(symbols: tuple[str, ...], pair: tuple[str, str]) -> tuple[str, ...]:
+    """The merge of exercise 01.1, with its bug: text replacement on the spaced symbols."""
+    return tuple(" ".join(symbols).replace(" ".join(pair), "".join(pair)).split(" "))
+
+
+def _expect_symbols(value, what: str) -> tuple[str, ...]:
+    if not isinstance(value, (tuple, list)) or not value or not all(
+            isinstance(s, str) and s and " " not in s for s in value):
+        raise ExerciseFailure(f"{what} should be a non-empty tuple of non-empty strings without "
+                              f"spaces (BPE symbols), received {value!r:.80}")
+    return tuple(value)
+
+
+@exercise("01.1", "counterexample")
+def check_counterexample(counterexample) -> str:
+    """``counterexample()`` must return ``(symbols, pair)`` on which ``merge_by_replace`` errs."""
+    received = attempt(counterexample, what="counterexample()")
+    if not (isinstance(received, tuple) and len(received) == 2):
+        raise ExerciseFailure(f"expected a tuple (symbols, pair), received {received!r:.80}")
+    symbols = _expect_symbols(received[0], "symbols")
+    pair = _expect_symbols(received[1], "pair")
+    if len(pair) != 2:
+        raise ExerciseFailure(f"pair should hold two symbols, received {len(pair)}: {pair}")
+    right, wrong = merge_pair(symbols, pair), merge_by_replace(symbols, pair)
+    if right == wrong:
+        raise ExerciseFailure(
+            f"on symbols={symbols} and pair={pair} both merges give {right}: not a counterexample "
+            "(overlaps such as ('a', 'a', 'a') are handled left to right by both; look at "
+            "symbols longer than one character)")
+    return (f"merge_by_replace{(symbols, pair)} gives {wrong}, but the merge of {pair} gives "
+            f"{right}: text replacement matched across a symbol boundary")
+
+
+def expected_padding_reference(lengths: list[int], batch_size: int) -> float:
+    """Padding share of many batches of ``batch_size`` lengths drawn with replacement.
+
+    Over many batches the share tends to ``1 - E[length] / E[max of B lengths]``, with
+    ``E[max] = sum_l P(max >= l) = sum_l (1 - F(l - 1)^B)`` for the empirical CDF F.
+    """
+    counts = Counter(lengths)
+    total, below, expected_max = len(lengths), 0, 0.0
+    for length in range(1, max(counts) + 1):
+        expected_max += 1 - (below / total) ** batch_size  # P(max >= length)
+        below += counts.get(length, 0)
+    return 1 - (sum(lengths) / total) / expected_max
+
+
+@exercise("01.2", "expected_padding")
+def check_expected_padding(expected_padding) -> str:
+    """``expected_padding(lengths, batch_size)`` must equal the limit share of padding."""
     generator = fresh_generator()
     cases = []
-    for _ in range(20):
-        batch = random_int(1, 8, generator)
-        pad_id = random_int(0, 5, generator)
-        # Real tokens never use the pad id (ids pad_id+1 ... pad_id+100).
-        sequences = []
-        for _ in range(batch):
-            length = random_int(1, 12, generator)
-            ids = torch.randint(1, 101, (length,), generator=generator) + pad_id
-            sequences.append(ids.tolist())
-        what = f"{batch} sequences of random lengths with pad_id={pad_id}"
-        cases.append((sequences, pad_id, what))
-    length = random_int(1, 9, generator)
-    equal = [(torch.randint(4, 50, (length,), generator=generator)).tolist() for _ in range(4)]
-    cases.append((equal, 0, f"4 sequences that all have length {length} (no padding needed)"))
-    single = (torch.randint(4, 50, (random_int(1, 9, generator),), generator=generator)).tolist()
-    cases.append(([single], 0, "a batch holding a single sequence"))
-    cases.append(([[7], [8, 9, 10, 11, 12]], 0, "lengths 1 and 5"))
-    for sequences, pad_id, what in cases:
-        expected_ids = pad_sequences(sequences, pad_id=pad_id)
-        expected_mask = token_mask(expected_ids, pad_id=pad_id)
-        received = attempt(pad_and_mask, [list(s) for s in sequences], pad_id, what=what)
-        if not (isinstance(received, tuple) and len(received) == 2):
-            raise ExerciseFailure(
-                f"for {what}, expected a tuple (ids, mask), received {received!r:.80}"
-            )
-        ids, mask = received
-        ids = expect_tensor(ids, what=f"ids for {what}", shape=tuple(expected_ids.shape))
-        mask = expect_tensor(mask, what=f"mask for {what}", shape=tuple(expected_mask.shape))
-        if ids.dtype != torch.long:
-            raise ExerciseFailure(
-                f"for {what}, ids should have dtype torch.long, received {ids.dtype}"
-            )
-        if mask.dtype != torch.bool:
-            raise ExerciseFailure(
-                f"for {what}, mask should have dtype torch.bool, received {mask.dtype}"
-            )
-        _expect_same_rows(ids, expected_ids, what=f"ids for {what}", sequences=sequences)
-        _expect_same_rows(mask, expected_mask, what=f"mask for {what} (True = real token)",
-                          sequences=sequences)
-    return (
-        f"matched pad_sequences and token_mask on {len(cases)} fresh random batches, "
-        "including pad ids other than 0, equal lengths and a single sequence"
-    )
-
-
-@exercise("01.2", "bucket_by_length")
-def check_bucket_by_length(bucket_by_length) -> str:
-    """``bucket_by_length(lengths, max_tokens)`` must cut the sorted indices greedily."""
-    generator = fresh_generator()
-    cases = []
-    for _ in range(15):
-        n = random_int(1, 200, generator)
-        lengths = torch.randint(1, 41, (n,), generator=generator).tolist()
-        max_tokens = random_int(max(lengths), 400, generator)
-        cases.append((lengths, max_tokens, f"{n} random lengths with max_tokens={max_tokens}"))
-    cases.append(([5], 5, "a single example that fills the budget exactly"))
-    cases.append(([3] * 10, 12, "ten examples of equal length 3 with max_tokens=12"))
-    cases.append(([9, 2, 9, 2, 9], 9, "max_tokens equal to the longest example (9)"))
-    cases.append(([4, 1, 3, 2], 1000, "a budget large enough for everything"))
-    for lengths, max_tokens, what in cases:
-        received = attempt(bucket_by_length, list(lengths), max_tokens, what=what)
-        if not isinstance(received, list) or not all(isinstance(b, list) for b in received):
-            raise ExerciseFailure(f"for {what}, expected a list of lists of indices, "
-                                  f"received {type(received).__name__}")
-        flat = [i for batch in received for i in batch]
-        if sorted(flat) != list(range(len(lengths))):
-            raise ExerciseFailure(f"for {what}, every index 0..{len(lengths) - 1} must appear in "
-                                  "exactly one batch")
-        for batch in received:
-            if not batch:
-                raise ExerciseFailure(f"for {what}, a batch is empty")
-            longest = max(lengths[i] for i in batch)
-            cost = len(batch) * longest
-            if cost > max_tokens:
-                raise ExerciseFailure(f"for {what}, batch {batch[:8]} costs {len(batch)} x "
-                                      f"{longest} = {cost} > {max_tokens} tokens")
-        expected = TokenBudgetSampler(lengths, max_tokens, shuffle=False).batches()
-        if received != expected:
-            raise ExerciseFailure(
-                f"for {what}, the batches respect the budget but are not the greedy cut of the "
-                f"indices sorted by length (ties: smaller index first); expected "
-                f"{len(expected)} batches starting {expected[0][:6]}, received {len(received)} "
-                f"starting {received[0][:6]}"
-            )
-    return (
-        f"matched the greedy length-sorted cut on {len(cases)} fresh cases: every index in exactly "
-        "one batch, every batch within max_tokens, including a single example and equal lengths"
-    )
+    for _ in range(12):
+        n = random_int(1, 300, generator)
+        top = random_int(1, 60, generator)
+        lengths = torch.randint(1, top + 1, (n,), generator=generator).tolist()
+        cases.append((lengths, random_int(1, 200, generator), f"{n} random lengths up to {top}"))
+    cases += [([5, 5, 5, 5], 8, "equal lengths (no padding, whatever the batch)"),
+              ([3, 9, 1, 12], 1, "batch_size 1 (a batch never pads)"),
+              ([1, 2], 2, "lengths 1 and 2 in batches of 2"),
+              ([1] * 99 + [40], 50, "one long outlier in 100")]
+    for lengths, batch_size, what in cases:
+        what = f"{what}, batch_size={batch_size}"
+        received = attempt(expected_padding, list(lengths), batch_size, what=what)
+        if isinstance(received, torch.Tensor) and received.numel() == 1:
+            received = received.item()
+        if not isinstance(received, (int, float)) or not math.isfinite(received):
+            raise ExerciseFailure(f"for {what}, expected a number, received {received!r:.60}")
+        expected = expected_padding_reference(lengths, batch_size)
+        expect_close(torch.tensor(float(received), dtype=torch.float64),
+                     torch.tensor(expected, dtype=torch.float64), what=what, atol=1e-9, rtol=0.0)
+    lengths = torch.randint(1, 30, (50,), generator=generator).tolist()
+    draws = torch.randint(0, 50, (20000, 8), generator=generator)  # 20,000 batches of 8
+    batch_lengths = torch.tensor(lengths)[draws]  # (20000, 8)
+    simulated = 1 - batch_lengths.sum().item() / (8 * batch_lengths.amax(dim=1).sum().item())
+    received = attempt(expected_padding, lengths, 8, what="50 lengths, batch_size=8")
+    if abs(float(received) - simulated) > 0.01:
+        raise ExerciseFailure(f"a simulation of 20,000 batches gives {simulated:.4f}, "
+                              f"received {float(received):.4f}")
+    return (f"matched the exact limit on {len(cases)} fresh cases (equal lengths, batch size 1, "
+            "an outlier) and a simulation of 20,000 random batches")
