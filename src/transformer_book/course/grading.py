@@ -37,6 +37,8 @@ from typing import Any
 
 import nbformat
 
+from transformer_book.course.exercise_cells import annotate
+
 KEY = "exercise"
 _CHECK_CALL = r"""\bcheck\(\s*["']{id}["']\s*,\s*(?P<name>[A-Za-z_]\w*)"""
 _TITLES = (re.compile(r"\{exercise\}[ \t]*(?P<title>.*)"),
@@ -78,10 +80,13 @@ def read_exercises(path: Path | str) -> list[ExerciseSpec]:
     """The exercises of the master notebook ``path``, in order, from its cell metadata.
 
     A code exercise's function is read from its check cell, ``check("NN.K", name)``; an
-    exercise without ``points`` is worth 1.
+    exercise without ``points`` is worth 1. Metadata the markup implies but the file lacks
+    (a chapter not yet synced by ``scripts/sync_notebooks.py``) is filled in memory by
+    :func:`~transformer_book.course.exercise_cells.annotate`, which keeps set points.
     """
     path = Path(path)
     notebook = nbformat.read(path, as_version=4)
+    annotate(notebook, path.name)
     specs = []
     for cell in notebook.cells:
         meta = _meta(cell)

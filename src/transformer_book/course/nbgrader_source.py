@@ -40,6 +40,7 @@ from typing import Any
 import nbformat
 
 from transformer_book.course.assignments import make_student_notebook, write_notebook_atomically
+from transformer_book.course.exercise_cells import annotate
 from transformer_book.util.validation import BookError, fail
 
 KEY = "exercise"
@@ -93,7 +94,10 @@ def _grade_id(exercise_id: str, part: str) -> str:
 
 
 def make_nbgrader_notebook(master: Any, name: str) -> Any:
-    """The nbgrader source version of the master notebook ``master`` (a new notebook)."""
+    """The nbgrader source version of the master notebook ``master`` (a new notebook; the
+    master's missing exercise metadata is filled in a copy, as ``read_exercises`` does)."""
+    master = nbformat.from_dict(nbformat.reads(nbformat.writes(master), as_version=4))
+    annotate(master, name)
     solutions, statements = _master_cells(master)
     source = make_student_notebook(master, name)
     setup = True
