@@ -56,9 +56,14 @@ def main() -> int:
                         help="start no run after this many seconds (default 2700)")
     parser.add_argument("--only", nargs="+", metavar="TASK:H", default=None,
                         help="run only these cells of the grid, e.g. reverse:32")
+    parser.add_argument("--max-steps", type=int, default=None,
+                        help="leave out the step counts above this one (e.g. 1000)")
     args = parser.parse_args()
     setup = BottleneckSetup()
-    grid = [(t, h, s) for t, h, s in GRID if args.only is None or f"{t}:{h}" in args.only]
+    limit = args.max_steps or max(max(s) for _, _, s in GRID)
+    grid = [(t, h, tuple(n for n in s if n <= limit)) for t, h, s in GRID
+            if args.only is None or f"{t}:{h}" in args.only]
+    grid = [(t, h, s) for t, h, s in grid if s]
     if not grid:
         parser.error(f"--only: expected cells of the grid such as reverse:32, got {args.only}")
     jobs = [(t, h, s, seed) for t, h, s in grid for seed in args.seeds]  # in GRID's order
