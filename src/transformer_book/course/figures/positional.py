@@ -137,8 +137,8 @@ def accuracy_vs_position(
     live: Mapping[str, Any] | None = None,
     chance: float | None = None,
     title: str = "",
-    width: float = 6.8,
-    height: float = 3.9,
+    width: float = 7.2,
+    height: float = 4.6,
 ) -> Figure:
     """Accuracy at each position, one colour per scheme: ``seeds`` maps a label to a
     ``(seeds, L)`` array (NaN where a position has no label), drawn as the mean over seeds
@@ -175,5 +175,5 @@ def accuracy_vs_position(
     ax.set_xlabel("position t")
     ax.set_ylabel("accuracy at position t")
     ax.set_title(title)
-    ax.legend(fontsize=7, loc="upper right")
+    ax.legend(fontsize=7.5, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=2)
     return fig
