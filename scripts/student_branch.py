@@ -91,14 +91,19 @@ def commit_tree(repo: Path, tree: str, ref: str, branch: str) -> tuple[str, bool
     return commit, True
 
 
+def check_out(out: Path) -> None:
+    """Exit with a clear message unless ``out`` is new, empty or an earlier student tree."""
+    if out.exists() and any(out.iterdir()) and not (out / MARKER).exists():
+        sys.exit(f"student_branch: --out: expected a new or empty folder (or an earlier "
+                 f"student tree, with {MARKER}), received {out} holding other files")
+
+
 def export_tree(repo: Path, tree: str, out: Path) -> None:
     """Write ``tree``'s files under ``out``: a new or empty folder, or one this wrote before
     (its old files are removed first)."""
     archive = git(repo, "archive", "--format=tar", tree)
+    check_out(out)
     marker = out / MARKER
-    if out.exists() and any(out.iterdir()) and not marker.exists():
-        sys.exit(f"student_branch: --out: expected a new or empty folder (or an earlier "
-                 f"student tree, with {MARKER}), received {out} holding other files")
     out.mkdir(parents=True, exist_ok=True)
     for old in sorted(out.rglob("*"), reverse=True):
         old.unlink() if old.is_file() or old.is_symlink() else old.rmdir()
@@ -117,6 +122,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if not (args.out or args.commit):
         parser.error("give --out DIR, --commit, or both")
+    if args.out:
+        check_out(args.out)
     tree = student_tree(args.repo, args.ref)
     print(f"student tree {tree} from {args.ref}")
     if args.out:

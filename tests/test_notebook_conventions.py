@@ -141,3 +141,28 @@ def test_the_convention_catches_a_test_split_load():
     assert TEST_SPLIT.search("transformer-book evaluate --split test_2017_flickr")
     assert TEST_SPLIT.search("evaluate(model, split='test')")
     assert not TEST_SPLIT.search('pairs = load_multi30k("val")')
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_exercise_markup_and_metadata_are_in_sync(path):
+    """Ids in the titles, :nonumber:, "Show solution", tags and metadata["exercise"]."""
+    stale = sync_notebooks.sync(path, write=False)
+    assert stale == [], f"{path.name}: run `make sync`:\n" + "\n".join(stale)
+
+
+def test_instructor_tables_list_every_exercise_with_its_points():
+    spec = importlib.util.spec_from_file_location(
+        "course_tables", ROOT / "scripts" / "course_tables.py"
+    )
+    course_tables = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(course_tables)
+    chapters, exercises = course_tables.tables(NOTEBOOKS)
+    for path in NOTEBOOKS:
+        notebook = read(path)
+        assert f"(../notebooks/{path.stem}.ipynb)" in chapters
+        for cell in notebook.cells:
+            meta = cell.metadata.get("exercise", {})
+            if "kind" in meta:
+                row = f"| {meta['id']} | "
+                line = next(line for line in exercises.splitlines() if line.startswith(row))
+                assert line.endswith(f"| {meta['kind']} | {meta['points']} |"), line
