@@ -103,3 +103,22 @@ def test_attention_by_offset_reads_diagonals():
 def test_bad_input_names_the_argument(call, message):
     with pytest.raises(BookError, match=message):
         call()
+
+
+@pytest.mark.slow
+def test_a_recorded_seed_is_the_chapters_run():
+    """neighbour_seed_run(h, seed) is chapter 06's cells: weights from manual_seed(seed),
+    batches from seed + 1, scored on the fixed test set."""
+    from transformer_book.toy.heads import NEIGHBOUR_SETUP, neighbour_seed_run
+
+    run = neighbour_seed_run(2, 0)
+    torch.manual_seed(0)
+    model = NeighbourModel(16, d_model=32, num_heads=2)
+    losses = train_neighbour_model(model, steps=400, batch_size=64, length=12, lr=1e-2, seed=1)
+    tokens, targets = neighbour_task(2000, 12, 16, torch.Generator().manual_seed(123))
+    assert run["accuracy"] == neighbour_accuracy(model, tokens, targets).tolist()
+    assert run["final_loss"] == pytest.approx(sum(losses[-20:]) / 20)
+    assert len(run["by_offset"]) == 2 and len(run["by_offset"][0]) == 3
+    assert NEIGHBOUR_SETUP["steps"] == 400
+    with pytest.raises(BookError, match="seed"):
+        neighbour_seed_run(2, -1)
