@@ -188,6 +188,8 @@ def test_tokenizer_keeps_ids_and_text_exactly(corpus, exported):
     assert [hf_tokenizer.pad_token_id, hf_tokenizer.bos_token_id, hf_tokenizer.eos_token_id,
             hf_tokenizer.unk_token_id] == [0, 1, 2, 3]
     assert hf_tokenizer.clean_up_tokenization_spaces is False
+    saved = json.loads((exported[0] / "tokenizer_config.json").read_text())
+    assert saved["tokenizer_class"] == "PreTrainedTokenizerFast" and saved["split_special_tokens"]
 
 
 def test_generation_config_is_greedy_from_bos(exported):

@@ -37,6 +37,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import copy
+import json
 import os
 import shutil
 import tempfile
@@ -248,6 +249,13 @@ def _tokenizer(tokenizer_file: Path, max_len: int) -> PreTrainedTokenizerFast:
         add_eos_token=False)
 
 
+def _name_tokenizer_class(path: Path) -> None:
+    """Name the class ``PreTrainedTokenizerFast``, as ``transformers`` 4 knows it (5 saves
+    its new name for the same class, ``TokenizersBackend``, and reads either)."""
+    settings = json.loads(path.read_text(encoding="utf-8"))
+    atomic_write_json(path, {**settings, "tokenizer_class": "PreTrainedTokenizerFast"})
+
+
 @contextlib.contextmanager
 def quiet_transformers() -> Iterator[None]:
     """No progress bars from ``transformers`` while saving and loading."""
@@ -335,6 +343,7 @@ def export_model(trained: TrainedModel, out: str | Path, argument: str = "out"
             _generation_config(trained.model_config).save_pretrained(temp)
             _tokenizer(trained.checkpoints[-1] / TOKENIZER,
                        trained.model_config.max_len).save_pretrained(temp)
+            _name_tokenizer_class(temp / "tokenizer_config.json")
             loaded = AutoModelForSeq2SeqLM.from_pretrained(temp)
         difference = logit_difference(trained.model, loaded)
         assert difference <= 1e-9, f"exported logits differ by {difference}"
