@@ -32,7 +32,7 @@ IMPORTS = {
           "from transformer_book.nn.attention import scaled_dot_product_attention",
 }
 WRONG = "def softmax(x, dim=-1):\n    return x.exp() / x.exp().sum(dim=dim, keepdim=True)\n"
-LOOP = "def softmax(x, dim=-1):\n    while True:\n        pass\n"
+LOOP = "def softmax(x, dim=-1):\n    while True:  # forever, asleep\n        time.sleep(0.05)\n"
 TAMPER = '''\
 import transformer_book.course.exercises.core as core
 
@@ -100,7 +100,7 @@ def _make_class(root, masters, students):
     _cell(dave, "00.1", "solution").source = "def softmax(x, dim=-1)\n    return x\n"
     _write(root, "dave", dave, CHAPTERS["00"])
     erin = students("00")  # an endless loop
-    _cell(erin, "00.1", "solution").source = LOOP
+    _cell(erin, "00.1", "solution").source = "import time\n\n\n" + LOOP
     _write(root, "erin", erin, CHAPTERS["00"])
     frank = _solve(students("00"), m00, ["00.1"])  # a correct answer, and a dead kernel
     frank.cells.insert(1, nbformat.v4.new_code_cell("import os\n\nos._exit(1)"))
@@ -109,9 +109,10 @@ def _make_class(root, masters, students):
     _cell(grace, "00.1", "solution").source = WRONG
     grace.cells.insert(1, nbformat.v4.new_code_cell(TAMPER))
     _write(root, "grace", grace, CHAPTERS["00"])
-    heidi = students("05")  # the package's own function
-    name = next(s.function for s in specs05 if s.id == "05.1")
-    _cell(heidi, "05.1", "solution").source = f"{name} = scaled_dot_product_attention"
+    heidi = students("05")  # the package's own function, and torch's
+    name = {s.id: s.function for s in specs05}
+    _cell(heidi, "05.1", "solution").source = f"{name['05.1']} = scaled_dot_product_attention"
+    _cell(heidi, "05.2", "solution").source = f"{name['05.2']} = torch.softmax"
     _write(root, "heidi", heidi, CHAPTERS["05"])
     other = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("print('hello')")])
     _write(root, "ivan", other, "homework.ipynb")  # not a course notebook
@@ -167,7 +168,7 @@ NOTES = {  # student: what the notes column must say ("" = nothing)
     "frank": [r"the kernel died in cell 1 ", r"00\.1 not graded: the kernel died"],
     "heidi": [r"05\.1 failed: `\w+` is "
               r"transformer_book\.nn\.attention\.scaled_dot_product_attention, not a function "
-              r"written in the notebook"],
+              r"written in the notebook", r"05\.2 failed: `\w+` is torch\.softmax, not a function"],
     "ivan": [r"homework\.ipynb: not one of the course's notebooks"],
     "judy": [r"00_how_to_use\.ipynb: not a readable notebook \(not valid JSON"],
     "ken": [r"defines no `softmax`: its cell was deleted or renamed"],

@@ -22,6 +22,7 @@ from transformer_book.course.exercise_cells import annotate
 from transformer_book.course.grading import read_exercises
 
 CHAPTERS = ("00_how_to_use.ipynb", "05_self_attention.ipynb")
+pytestmark = pytest.mark.filterwarnings("ignore::sqlalchemy.exc.SAWarning")  # nbgrader's own
 IMPORTS = ("import math\n\nimport torch\n\nfrom transformer_book.course.exercises import check\n"
            "from transformer_book.nn.attention import scaled_dot_product_attention")
 

@@ -77,13 +77,14 @@ def _model_answer(source: str) -> str:
     return "\n".join(lines).strip()
 
 
-def _master_cells(master: Any) -> tuple[dict[str, Any], dict[str, dict]]:
-    """``({id: solution cell}, {id: statement metadata})`` of the master notebook."""
+def _master_cells(master: Any) -> tuple[dict[tuple[str, str], Any], dict[str, dict]]:
+    """``({(id, cell type): solution cell}, {id: statement metadata})`` of the master: a code
+    exercise may have both a solution code cell and a written ``{solution}``."""
     solutions, statements = {}, {}
     for cell in master.cells:
         meta = _exercise(cell)
         if meta.get("role") == "solution":
-            solutions[str(meta["id"])] = cell
+            solutions[str(meta["id"]), cell.cell_type] = cell
         elif "kind" in meta:
             statements[str(meta["id"])] = meta
     return solutions, statements
@@ -107,10 +108,10 @@ def make_nbgrader_notebook(master: Any, name: str) -> Any:
         points = int(statements.get(exercise_id, {}).get("points", 1))
         setup = (setup and cell.cell_type == "code") or index == 0
         if role == "solution" and cell.cell_type == "code":
-            if exercise_id not in solutions:
+            if (exercise_id, "code") not in solutions:
                 raise BookError(f"{name}, cell {index}: exercise {exercise_id} has no "
                                 "solution cell in the master notebook")
-            cell.source = solutions[exercise_id].source
+            cell.source = solutions[exercise_id, "code"].source
             cell.metadata["nbgrader"] = _nbgrader(_grade_id(exercise_id, "solution"),
                                                   solution=True)
             continue
@@ -126,7 +127,7 @@ def make_nbgrader_notebook(master: Any, name: str) -> Any:
             cell.metadata["nbgrader"] = _nbgrader(_grade_id(exercise_id, "test"), grade=True,
                                                   locked=True, points=points)
         elif role == "answer":
-            model = solutions.get(exercise_id)
+            model = solutions.get((exercise_id, "markdown"))
             cell.source = _model_answer(model.source) if model else cell.source
             cell.metadata["nbgrader"] = _nbgrader(_grade_id(exercise_id, "answer"),
                                                   solution=True, grade=True, points=points)
