@@ -14,7 +14,6 @@ import json
 import re
 
 import nbformat
-import pytest
 import torch
 from notebook_utils import NOTEBOOKS
 
@@ -127,9 +126,8 @@ def _make_class(root, masters, students):
     _write(root, None, leo, "leo.ipynb")
 
 
-@pytest.fixture(scope="module")
-def graded(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("grading")
+def grade_the_class(tmp):
+    """Generate the class under ``tmp`` and grade it with the CLI; the CSV's rows by student."""
     (tmp / "masters").mkdir()
     masters = {chapter: _master(tmp / "masters", chapter) for chapter in CHAPTERS}
     _make_class(tmp / "class", masters, lambda chapter: _student(masters[chapter], chapter))
@@ -138,7 +136,7 @@ def graded(tmp_path_factory):
     assert code == 0
     with open(tmp / "out" / "grades.csv", newline="", encoding="utf-8") as handle:
         rows = list(csv.DictReader(handle))
-    return tmp, {row["student"]: row for row in rows}
+    return {row["student"]: row for row in rows}
 
 
 STUDENTS = ["alice", "bob", "carol", "dave", "erin", "frank", "grace", "heidi", "ivan",
@@ -177,8 +175,16 @@ NOTES = {  # student: what the notes column must say ("" = nothing)
 
 
 class TestGradeAClass:
-    def test_the_csv_cell_by_cell(self, graded):
-        tmp, rows = graded
+    """One test, so that pytest-xdist grades the class once, on one worker."""
+
+    def test_the_class_is_graded_end_to_end(self, tmp_path):
+        rows = grade_the_class(tmp_path)
+        self._csv_cell_by_cell(tmp_path, rows)
+        for student in sorted(NOTES):
+            self._clear_lines(rows, student)
+        self._statuses_and_feedback(tmp_path)
+
+    def _csv_cell_by_cell(self, tmp, rows):
         header, expected = columns(tmp)
         assert header[:4] == ["student", "00.1", "00.2 (manual)", "00.3 (manual)"]
         with open(tmp / "out" / "grades.csv", encoding="utf-8") as handle:
@@ -188,16 +194,14 @@ class TestGradeAClass:
             assert [rows[student][column] for column in header[1:-1]] == cells, (
                 student, rows[student])
 
-    @pytest.mark.parametrize("student", sorted(NOTES))
-    def test_each_problem_gets_a_clear_line(self, graded, student):
-        notes = graded[1][student]["notes"]
+    def _clear_lines(self, rows, student):
+        notes = rows[student]["notes"]
         if not NOTES[student]:
             assert notes == "", (student, notes)
         for pattern in NOTES[student]:
             assert re.search(pattern, notes), (student, pattern, notes)
 
-    def test_statuses_and_feedback(self, graded):
-        tmp = graded[0]
+    def _statuses_and_feedback(self, tmp):
         book = json.loads((tmp / "out" / "grades.json").read_text(encoding="utf-8"))
         status = {row["student"]: {k: v["status"] for k, v in row["exercises"].items()}
                   for row in book["students"]}

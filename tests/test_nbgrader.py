@@ -36,12 +36,11 @@ def _lean_master(path, out):
     nbformat.write(notebook, out / path.name)
 
 
-@pytest.fixture(scope="module")
-def course(tmp_path_factory):
+def make_course(tmp):
+    """nbgrader sources written by the CLI into a course under ``tmp``, then released."""
     from nbgrader.apps import NbGraderAPI
     from traitlets.config import Config
 
-    tmp = tmp_path_factory.mktemp("nbgrader")
     (tmp / "masters").mkdir()
     for path in NOTEBOOKS:
         if path.name in CHAPTERS:
@@ -75,8 +74,14 @@ def _submit(root, student, solved):
         nbformat.write(release, folder / name)
 
 
-def test_sources_have_graded_cells_and_points(course):
-    tmp, root = course[:2]
+def test_nbgrader_round_trip(tmp_path):
+    """One test, so that pytest-xdist builds the course once: sources, release, autograde."""
+    course = make_course(tmp_path)
+    sources_have_graded_cells_and_points(*course[:2])
+    autograde_scores_a_solved_and_an_unattempted_submission(*course)
+
+
+def sources_have_graded_cells_and_points(tmp, root):
     for name in CHAPTERS:
         specs = read_exercises(tmp / "masters" / name)
         cells = nbformat.read(root / "source" / "ps1" / name, as_version=4).cells
@@ -97,10 +102,9 @@ def test_sources_have_graded_cells_and_points(course):
                 assert cell.source and cell.source not in text
 
 
-def test_autograde_scores_a_solved_and_an_unattempted_submission(course):
+def autograde_scores_a_solved_and_an_unattempted_submission(tmp, root, api, config):
     from nbgrader.api import Gradebook
 
-    tmp, root, api, config = course
     _submit(root, "alice", solved=True)
     _submit(root, "bob", solved=False)
     for student in ("alice", "bob"):
