@@ -3,7 +3,7 @@
 - Chapters: how long each notebook took to execute (first cell started to last cell
   finished, from the execution metadata that ``make execute`` stores), and its exercises.
 - Exercises: id, title, kind (code / written) and points, from each statement cell's
-  ``metadata["exercise"]`` (written by scripts/sync_notebooks.py).
+  ``metadata["exercise"]`` (written by scripts/sync_notebooks.py, kept in student copies).
 
 ``make book`` runs it before building; book/instructors.md includes the file.
 
@@ -13,15 +13,17 @@
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from datetime import datetime
 from pathlib import Path
 
 import nbformat
 
-from transformer_book.course.exercise_cells import find_exercises
+from transformer_book.course.exercise_cells import EXERCISE_OPEN
 
 ROOT = Path(__file__).resolve().parents[1]
+HEADING = re.compile(r"^#+[ \t]*Exercise[ \t]+(?P<title>.+)$", re.M)
 OUT = ROOT / "book" / "figures" / "generated"
 
 
@@ -45,6 +47,21 @@ def _duration(seconds: float | None) -> str:
     return f"{seconds:.0f} s" if seconds < 90 else f"{seconds / 60:.1f} min"
 
 
+def declared_exercises(notebook: nbformat.NotebookNode) -> list[tuple[str, str, str, int]]:
+    """``(id, title, kind, points)`` of each statement cell's ``metadata["exercise"]`` (master
+    notebooks and student copies alike), the title from its directive or heading."""
+    found = []
+    for cell in notebook.cells:
+        meta = cell.metadata.get("exercise", {})
+        if "kind" not in meta:
+            continue
+        match = EXERCISE_OPEN.search(cell.source) or HEADING.search(cell.source)
+        title = match["title"].strip() if match else ""
+        title = title.removeprefix(f"{meta['id']} · ")
+        found.append((meta["id"], title, meta["kind"], int(meta.get("points", 1))))
+    return found
+
+
 def _title(notebook: nbformat.NotebookNode, path: Path) -> str:
     first = notebook.cells[0].source.splitlines() if notebook.cells else []
     heading = next((line[2:].strip() for line in first if line.startswith("# ")), path.stem)
@@ -59,16 +76,14 @@ def tables(paths: list[Path]) -> tuple[str, str]:
     total = 0.0
     for path in paths:
         notebook = nbformat.read(path, as_version=4)
-        exercises = find_exercises(notebook, path.name)
+        exercises = declared_exercises(notebook)
         seconds = execution_seconds(notebook)
         total += seconds or 0.0
-        points = []
-        for exercise in exercises:
-            meta = notebook.cells[exercise.statement].metadata.get("exercise", {})
-            points.append(int(meta.get("points", exercise.points)))
-            title = exercise.title.removeprefix(f"{exercise.id} · ").replace("|", "\\|")
-            rows.append(f"| {exercise.id} | {title} | {exercise.kind} | {points[-1]} |")
-        kinds = [exercise.kind for exercise in exercises]
+        for exercise_id, title, kind, points in exercises:
+            title = title.replace("|", "\\|")
+            rows.append(f"| {exercise_id} | {title} | {kind} | {points} |")
+        kinds = [kind for _, _, kind, _ in exercises]
+        points = [points for *_, points in exercises]
         chapters.append(f"| {_title(notebook, path)} | {_duration(seconds)} | "
                         f"{kinds.count('code')} | {kinds.count('written')} | {sum(points)} |")
     chapters.append(f"| **All chapters** | **{_duration(total)}** | | | |")

@@ -66,7 +66,8 @@ def test_student_checks_report_not_attempted(path, student_dir):
     namespace: dict = {"__name__": "__main__"}  # as in a kernel: the notebook's functions
     exec(student.cells[2].source, namespace)  # imports, set_seed, device
     for source in stubbed:
-        exec(source, namespace)
+        with contextlib.suppress(NotImplementedError):  # a stub cell may call its function
+            exec(source, namespace)
     for index, exercise_id in checks:
         buffer = io.StringIO()
         with contextlib.redirect_stdout(buffer):
