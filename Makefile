@@ -69,7 +69,7 @@ student: $(STAMP)
 bench: $(STAMP)
 	$(PY) benchmarks/run_all.py --results results
 
-## sync: rewrite every notebook's Colab badge and setup cell from _config.yml
+## sync: rewrite every notebook's Colab badge, setup cell and exercise markup (idempotent)
 sync: $(STAMP)
 	$(PY) scripts/sync_notebooks.py
 
