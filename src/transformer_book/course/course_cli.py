@@ -24,9 +24,10 @@ points, a manually graded answer cell per written exercise holding the model ans
 statements and setup cells locked."""
 
 GRADE = """\
-Execute each submitted notebook under SUBMISSIONS in a fresh kernel (one thread, a time
-limit per cell and per notebook, errors allowed) and grade every code exercise with the
-checker of the installed package, whatever the notebook did to check(). The student is the
+Execute each submitted notebook under SUBMISSIONS in a fresh kernel started in the
+--source folder (one thread, a time limit per cell and per notebook, errors allowed) and
+grade every code exercise with the checker of the installed package, whatever the notebook
+did to check(); points come from the master notebooks' metadata. The student is the
 first folder below SUBMISSIONS, or the file's stem for a notebook directly in it. Writes
 DIR/grades.csv (one row per student, one column per exercise: points, or manual/blank for
 written exercises; total, out_of and notes), DIR/grades.json and DIR/feedback/<student>.md.

@@ -8,8 +8,10 @@ notebook is matched to a master of ``--source`` by its file name, else by the ex
 in its cell metadata, else by its ``NN_`` chapter prefix.
 
 Each submission runs in a fresh kernel (:func:`~transformer_book.course.grading.run_submission`:
-one thread, a time limit per cell and per notebook, errors allowed) and each code exercise
-is graded by the installed package's checker; points come from the masters' metadata.
+one thread, a time limit per cell and per notebook, errors allowed), started in the
+``--source`` folder as the chapters are (their relative paths, such as ``../results``,
+resolve), and each code exercise is graded by the installed package's checker; points come
+from the masters' metadata.
 Written exercises are not graded automatically: their CSV column is headed ``NN.K (manual)``
 and holds ``manual`` (an answer was written; its text is in the feedback) or ``blank``.
 
@@ -33,7 +35,6 @@ from __future__ import annotations
 import csv
 import io
 import re
-import tempfile
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -144,10 +145,9 @@ def grade_notebook(path: Path, masters: dict[str, list[ExerciseSpec]], source: P
     result["notebook"] = name
     specs = masters[name]
     answers, blanks = _answers(notebook), _placeholders(source / name)
-    try:
-        with tempfile.TemporaryDirectory(prefix="grade-") as workdir:
-            run = run_submission(notebook, specs, cell_timeout=cell_timeout,
-                                 notebook_timeout=notebook_timeout, workdir=Path(workdir))
+    try:  # in the masters' folder, where the chapters' relative paths (../results) resolve
+        run = run_submission(notebook, specs, cell_timeout=cell_timeout,
+                             notebook_timeout=notebook_timeout, workdir=source.resolve())
     except Exception as error:  # the kernel would not start, or nbclient failed
         result["notes"].append(f"{path.name}: could not be run ({error!r}); not graded")
         return result
