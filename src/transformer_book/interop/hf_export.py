@@ -101,7 +101,8 @@ _FIXED = {
 @dataclass
 class ExportResult:
     """What :func:`export_checkpoint` wrote: the ``folder``, the ``steps`` whose weights went
-    in, the ``num_parameters`` of the MarianMTModel (tied matrix counted once) and the
+    in, the trainable ``num_parameters`` of the MarianMTModel (the tied matrix counted once,
+    the fixed position tables not at all: the course model's count) and the
     largest ``max_abs_difference`` of its float64 logits from the course model's."""
 
     folder: Path
@@ -360,7 +361,7 @@ def export_model(trained: TrainedModel, out: str | Path, argument: str = "out"
     except BaseException:
         shutil.rmtree(temp, ignore_errors=True)
         raise
-    parameters = sum(p.numel() for p in loaded.parameters())
+    parameters = sum(p.numel() for p in loaded.parameters() if p.requires_grad)  # no tables
     return ExportResult(out, steps, parameters, difference, list(trained.checkpoints))
 
 
