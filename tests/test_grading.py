@@ -252,3 +252,14 @@ def test_own_functions_and_wrappers_are_still_checked():
     exec("def f(x, dim=-1):\n    return x", namespace)  # as a notebook defines it
     assert foreign_origin(namespace["f"]) is None
     assert run_check("00.1", namespace["f"]).status == "failed"
+
+
+def test_bad_arguments_are_refused_in_one_line(tmp_path, capsys):
+    assert cli_main(["grade", str(tmp_path / "missing"), "--out", str(tmp_path / "o")]) == 2
+    assert "SUBMISSIONS" in capsys.readouterr().err
+    assert cli_main(["grade", str(tmp_path), "--out", str(tmp_path / "o"), "--timeout", "0"]) == 2
+    assert "--timeout" in capsys.readouterr().err
+    (tmp_path / "empty").mkdir()
+    assert cli_main(["grade", str(tmp_path), "--out", str(tmp_path / "o"), "--source",
+                     str(tmp_path / "empty")]) == 2
+    assert "--source" in capsys.readouterr().err
