@@ -27,10 +27,12 @@ import yaml
 from transformer_book.course.assignments import write_notebook_atomically
 from transformer_book.course.exercise_cells import (
     EXERCISE_OPEN,
+    ExerciseMarkupError,
     annotate,
     find_exercises,
     has_solution_markers,
 )
+from transformer_book.course.plain_markdown import to_plain_markdown
 from transformer_book.util.validation import BookError, fail, require
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -149,8 +151,14 @@ def sync_exercises(notebook: nbformat.NotebookNode, name: str) -> list[str]:
                 if solution.metadata.get("mystnb") != SOLUTION_PROMPTS:
                     changes.append(f"{where} toggle does not read 'Show solution'")
                     solution.metadata["mystnb"] = dict(SOLUTION_PROMPTS)
-            elif _add_tag(solution, "solution"):
-                changes.append(f"{where} is not tagged 'solution'")
+            else:
+                if _add_tag(solution, "solution"):
+                    changes.append(f"{where} is not tagged 'solution'")
+                if to_plain_markdown(solution.source, {}).strip():
+                    raise ExerciseMarkupError(
+                        f"{name}, {where} cell holds text outside its {{solution}} directive; "
+                        "student copies drop the whole cell: move that text to a cell of its own"
+                    )
     return changes + annotate(notebook, name)
 
 

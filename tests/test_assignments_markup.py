@@ -135,3 +135,11 @@ def test_sync_is_idempotent_and_check_lists_each_stale_cell(tmp_path, capsys):
     assert "hide-input" in synced.cells[3].metadata["tags"]
     assert synced.cells[6].metadata["tags"] == ["solution"]
     assert synced.cells[1].metadata["tags"] == ["colab-setup", "remove-cell"]
+
+
+def test_sync_refuses_text_beside_a_solution_directive(tmp_path, capsys):
+    mixed = nbformat.v4.new_markdown_cell(ANSWER.source + "\n\nThe next section shows it.")
+    path = tmp_path / "07_chapter.ipynb"
+    nbformat.write(chapter(WRITTEN, mixed), path)
+    assert sync_notebooks.main(["--check", str(path)]) == 2
+    assert "text outside its {solution} directive" in capsys.readouterr().err
