@@ -132,7 +132,7 @@ def grade_the_class(tmp):
     masters = {chapter: _master(tmp / "masters", chapter) for chapter in CHAPTERS}
     _make_class(tmp / "class", masters, lambda chapter: _student(masters[chapter], chapter))
     code = cli_main(["grade", str(tmp / "class"), "--out", str(tmp / "out"), "--source",
-                     str(tmp / "masters"), "--timeout", "20", "--jobs", "2", "--quiet"])
+                     str(tmp / "masters"), "--timeout", "30", "--jobs", "3", "--quiet"])
     assert code == 0
     with open(tmp / "out" / "grades.csv", newline="", encoding="utf-8") as handle:
         rows = list(csv.DictReader(handle))
