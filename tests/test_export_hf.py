@@ -133,6 +133,7 @@ def test_the_saved_folder_gives_the_course_logits_on_padded_sentences(corpus, fi
     tokenizer, _, pairs = corpus
     folder, result = exported
     assert result.max_abs_difference < 1e-11 and result.steps == [40]
+    assert result.num_parameters == sum(p.numel() for p in load_trained(fitted).model.parameters())
     hf_tokenizer = AutoTokenizer.from_pretrained(folder)
     model = AutoModelForSeq2SeqLM.from_pretrained(folder, dtype=F64).eval()
     assert type(model).__name__ == "MarianMTModel"

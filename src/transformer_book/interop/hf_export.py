@@ -101,8 +101,8 @@ _FIXED = {
 @dataclass
 class ExportResult:
     """What :func:`export_checkpoint` wrote: the ``folder``, the ``steps`` whose weights went
-    in, the trainable ``num_parameters`` of the MarianMTModel (the tied matrix counted once,
-    the fixed position tables not at all: the course model's count) and the
+    in, the ``num_parameters`` of the MarianMTModel (the tied matrix counted once, the fixed
+    position tables not at all: the course model's count) and the
     largest ``max_abs_difference`` of its float64 logits from the course model's."""
 
     folder: Path
@@ -361,7 +361,8 @@ def export_model(trained: TrainedModel, out: str | Path, argument: str = "out"
     except BaseException:
         shutil.rmtree(temp, ignore_errors=True)
         raise
-    parameters = sum(p.numel() for p in loaded.parameters() if p.requires_grad)  # no tables
+    parameters = sum(p.numel() for name, p in loaded.named_parameters()  # tables left out
+                     if not name.endswith("embed_positions.weight"))
     return ExportResult(out, steps, parameters, difference, list(trained.checkpoints))
 
 
