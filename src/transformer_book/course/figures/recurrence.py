@@ -221,8 +221,8 @@ def sweep_by_position(
 ) -> Figure:
     """One panel per entry of ``panels`` (e.g. teacher forced, greedy); in each, one curve
     per configuration ``{label: seeds x positions}``: the mean over seeds as a line and the
-    range (lowest to highest seed) as a band. Labels ending in ``"3000 steps"`` are drawn
-    solid, others dashed, and a label's H picks its colour when it names one.
+    range (lowest to highest seed) as a band. Labels ending in ``" 300 steps"`` are drawn
+    dashed, others solid, and a label's H picks its colour when it names one.
     """
     require(len(panels) > 0, "panels", "at least one panel", "none")
     fig, axes = new_figure(1, len(panels), width=4.8 * len(panels), height=3.8)
@@ -236,7 +236,7 @@ def sweep_by_position(
             xs = np.arange(1, ys.shape[1] + 1)
             colour = next((PALETTE[k] for k, h in enumerate(("H = 32", "H = 128", "H = 512"))
                            if label.startswith(h + ",")), PALETTE[i % len(PALETTE)])
-            style = "-" if label.endswith("3000 steps") else "--"
+            style = "--" if label.endswith(" 300 steps") else "-"
             ax.plot(xs, ys.mean(axis=0), linestyle=style, marker="o", markersize=3,
                     color=colour, label=label)
             ax.fill_between(xs, ys.min(axis=0), ys.max(axis=0), color=colour, alpha=0.15)
