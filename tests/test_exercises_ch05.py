@@ -9,39 +9,24 @@ import torch
 from transformer_book.course.exercises import run_check
 
 
-def safe_attention(q, k, v, mask=None):
-    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
-    if mask is not None:
-        scores = scores.masked_fill(~mask, torch.finfo(scores.dtype).min)
-    weights = torch.softmax(scores, dim=-1)
-    if mask is not None:
-        weights = weights.masked_fill(~mask, 0.0)
-    return weights @ v, weights
+def strength_for(weight, length, d_k):
+    return math.sqrt(d_k) * math.log(weight * (length - 1) / (1 - weight))
 
 
-def naive_attention(q, k, v, mask=None):
-    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
-    if mask is not None:
-        scores = scores.masked_fill(~mask, float("-inf"))
-    weights = torch.softmax(scores, dim=-1)
-    return weights @ v, weights
-
-
-def test_05_1_passes_the_safe_version_and_fails_the_nan_one():
-    assert run_check("05.1", safe_attention).passed
-    result = run_check("05.1", naive_attention)
-    assert result.status == "failed" and "NaN" in result.detail
-
-
-def test_05_1_rejects_a_missing_scale_and_a_single_return_value():
-    unscaled = lambda q, k, v, mask=None: safe_attention(q * math.sqrt(q.shape[-1]), k, v, mask)  # noqa: E731
-    assert run_check("05.1", unscaled).status == "failed"
-    result = run_check("05.1", lambda q, k, v, mask=None: safe_attention(q, k, v, mask)[0])
-    assert result.status == "failed" and "tuple" in result.detail
+def test_05_1_passes_the_derived_strength_and_fails_the_classic_slips():
+    assert run_check("05.1", strength_for).passed
+    without_scale = lambda w, n, d: strength_for(w, n, 1)  # noqa: E731  forgets √d_k
+    assert run_check("05.1", without_scale).status == "failed"
+    all_keys = lambda w, n, d: math.sqrt(d) * math.log(w * n / (1 - w))  # noqa: E731  L, not L-1
+    assert run_check("05.1", all_keys).status == "failed"
+    odds_only = lambda w, n, d: math.sqrt(d) * math.log(w / (1 - w))  # noqa: E731  one other key
+    assert run_check("05.1", odds_only).status == "failed"
+    result = run_check("05.1", lambda w, n, d: "six")
+    assert result.status == "failed" and "number" in result.detail
 
 
 def test_05_1_not_attempted():
-    def stub(q, k, v, mask=None):
+    def stub(weight, length, d_k):
         raise NotImplementedError("Exercise 05.1: write your solution here")
 
     assert run_check("05.1", stub).status == "not attempted"
@@ -58,16 +43,28 @@ def test_05_2_passes_the_closed_form_and_fails_a_transposed_sign():
     assert run_check("05.2", only_diagonal).status == "failed"
 
 
-def test_05_3_passes_the_combined_mask_and_fails_either_half():
-    def decoder_mask(ids, pad_id):
-        length = ids.shape[1]
-        causal = torch.ones(length, length, dtype=torch.bool).tril()
-        return (ids != pad_id)[:, None, None, :] & causal
+def depends_on(attend, x):
+    x = x.clone().requires_grad_(True)
+    out = attend(x)  # (L, d)
+    rows = [torch.autograd.grad(out[i].sum(), x, retain_graph=True)[0].ne(0).any(dim=-1)
+            for i in range(out.shape[0])]
+    return torch.stack(rows)  # (L, L)
 
-    assert run_check("05.3", decoder_mask).passed
-    padding_only = lambda ids, pad_id: (ids != pad_id)[:, None, None, :].expand(  # noqa: E731
-        -1, 1, ids.shape[1], -1)
-    assert run_check("05.3", padding_only).status == "failed"
-    as_floats = lambda ids, pad_id: decoder_mask(ids, pad_id).float()  # noqa: E731
+
+def test_05_3_passes_autograd_and_names_the_leaks():
+    result = run_check("05.3", depends_on)
+    assert result.passed
+    assert ("A causal, B sees later positions, C sees the next position, D sees later positions"
+            in result.detail)
+
+
+def test_05_3_fails_a_mask_read_off_the_code_and_a_transposed_answer():
+    def looks_causal(attend, x):  # trusts the mask instead of measuring
+        return torch.ones(x.shape[0], x.shape[0], dtype=torch.bool).tril()
+
+    assert run_check("05.3", looks_causal).status == "failed"
+    transposed = lambda attend, x: depends_on(attend, x).T  # noqa: E731
+    assert run_check("05.3", transposed).status == "failed"
+    as_floats = lambda attend, x: depends_on(attend, x).float()  # noqa: E731
     result = run_check("05.3", as_floats)
     assert result.status == "failed" and "boolean" in result.detail

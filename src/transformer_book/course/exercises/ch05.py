@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import torch
 
 from transformer_book.course.exercises.core import (
@@ -13,67 +15,49 @@ from transformer_book.course.exercises.core import (
     fresh_generator,
     random_int,
 )
-from transformer_book.nn.attention import causal_mask, padding_mask, scaled_dot_product_attention
 
 
-def _pair(received, what: str) -> tuple:
-    if not (isinstance(received, tuple) and len(received) == 2):
-        raise ExerciseFailure(
-            f"for {what}, expected a tuple (values, attention), received {type(received).__name__}"
-        )
-    return received
+def _weight_of_match(strength: float, length: int, d_k: int) -> float:
+    """The weight a query gives the one key it matches (score strength/√d_k) among
+    ``length`` keys whose other scores are 0: the softmax the chapter's hand-made layer runs."""
+    scores = torch.zeros(length, dtype=torch.float64)
+    scores[0] = strength / math.sqrt(d_k)
+    return float(torch.softmax(scores, dim=0)[0])
 
 
-@exercise("05.1", "scaled_dot_product with masks")
-def check_scaled_dot_product(scaled_dot_product) -> str:
-    """``scaled_dot_product(q, k, v, mask=None)`` must equal the package, masks included, and
-    give zero weights and zero values (not NaN) to a query whose keys are all masked."""
+@exercise("05.1", "strength_for")
+def check_strength_for(strength_for) -> str:
+    """``strength_for(weight, length, d_k)`` must return the strength that makes the
+    hand-made layer give ``weight`` to the matching key among ``length`` keys of width
+    ``d_k``: ``√d_k · ln(weight · (length - 1) / (1 - weight))``."""
     generator = fresh_generator()
-    cases = []
-    for index in range(18):
-        batch = tuple(random_int(1, 3, generator) for _ in range(index % 3))  # 0, 1 or 2 dims
-        l_q, l_k = random_int(1, 6, generator), random_int(1, 7, generator)
-        d_k, d_v = random_int(1, 8, generator), random_int(1, 5, generator)
-        q = torch.randn(*batch, l_q, d_k, generator=generator, dtype=torch.float64)
-        k = torch.randn(*batch, l_k, d_k, generator=generator, dtype=torch.float64)
-        v = torch.randn(*batch, l_k, d_v, generator=generator, dtype=torch.float64)
-        kind = ("no mask", "random mask", "causal mask", "padding mask")[index % 4]
-        if kind == "no mask":
-            mask = None
-        elif kind == "random mask":
-            mask = torch.rand(*batch, l_q, l_k, generator=generator) < 0.6
-        elif kind == "causal mask":
-            k = torch.randn(*batch, l_q, d_k, generator=generator, dtype=torch.float64)
-            v = torch.randn(*batch, l_q, d_v, generator=generator, dtype=torch.float64)
-            mask = causal_mask(l_q)
-        else:  # one mask row shared by every query: shape (..., 1, L_k)
-            mask = torch.rand(*batch, 1, l_k, generator=generator) < 0.7
-        cases.append((q, k, v, mask, f"q {tuple(q.shape)}, k {tuple(k.shape)}, "
-                                      f"v {tuple(v.shape)} with {kind}"))
-    q = torch.randn(2, 4, 3, generator=generator, dtype=torch.float64)
-    v = torch.randn(2, 4, 5, generator=generator, dtype=torch.float64)
-    mask = torch.ones(2, 4, 4, dtype=torch.bool)
-    mask[0, 1] = False  # query 1 of the first example sees no key at all
-    mask[1, :, 2] = False
-    cases.append((q, q, v, mask, "a mask whose row for one query is all False"))
-    everything_masked = torch.zeros(1, 3, 2, dtype=torch.bool)
-    x = torch.randn(1, 2, 4, generator=generator, dtype=torch.float64)
-    cases.append((torch.randn(1, 3, 4, generator=generator, dtype=torch.float64), x, x,
-                  everything_masked, "a mask that is False everywhere"))
-    large = 30.0 * torch.randn(1, 5, 16, generator=generator, dtype=torch.float64)
-    cases.append((large, large, large, causal_mask(5), "large scores with a causal mask"))
-    for q, k, v, mask, what in cases:
-        expected_values, expected_weights = scaled_dot_product_attention(q, k, v, mask)
-        received = _pair(attempt(scaled_dot_product, q.clone(), k.clone(), v.clone(),
-                                 None if mask is None else mask.clone(), what=what), what)
-        expect_close(received[1], expected_weights, what=f"the attention weights for {what}",
-                     atol=1e-9, rtol=1e-7)
-        expect_close(received[0], expected_values, what=f"the values for {what}",
-                     atol=1e-9, rtol=1e-7)
+    cases = [(0.870, 4, 4, "the chapter's 'The' -> 'dog' (0.870 over 4 keys, d_k = 4)"),
+             (0.9, 40, 64, "weight 0.9 over 40 keys with the paper's d_k = 64"),
+             (0.5, 2, 1, "weight 0.5 over 2 keys (equal scores)")]
+    for _ in range(12):
+        length = random_int(2, 64, generator)
+        d_k = (1, 4, 16, 64, 512)[random_int(0, 4, generator)]
+        low = 1.0 / length
+        weight = low + (0.999 - low) * float(torch.rand(1, generator=generator))
+        cases.append((weight, length, d_k, f"weight {weight:.4f} over {length} keys, d_k = {d_k}"))
+    for weight, length, d_k, what in cases:
+        received = attempt(strength_for, weight, length, d_k, what=what)
+        if isinstance(received, torch.Tensor) and received.numel() == 1:
+            received = float(received)
+        if not isinstance(received, (int, float)) or not math.isfinite(received):
+            raise ExerciseFailure(f"for {what}, expected a finite number, received {received!r}")
+        expected = math.sqrt(d_k) * math.log(weight * (length - 1) / (1 - weight))
+        got = _weight_of_match(received, length, d_k)
+        if abs(got - weight) > 1e-9 or abs(received - expected) > 1e-7 * max(1.0, abs(expected)):
+            raise ExerciseFailure(
+                f"for {what}, your strength {received:.6g} gives the matching key weight "
+                f"{got:.6f}, expected {weight:.6f} (strength {expected:.6g})")
+    at_4, at_64 = (float(strength_for(0.9, 40, d_k)) for d_k in (4, 64))
     return (
-        f"matched transformer_book's scaled_dot_product_attention (values and weights) on "
-        f"{len(cases)} fresh inputs with 0 to 2 batch dimensions, no mask, random, causal and "
-        "padding masks, fully masked rows (zeros, not NaN) and large scores"
+        f"on {len(cases)} cases (the chapter's 0.870, the paper's d_k = 64, {len(cases) - 3} "
+        "fresh weights, lengths and widths) your strength gives exactly the weight asked for. "
+        f"Over 40 keys the chapter's strength 6 gives only {_weight_of_match(6.0, 40, 4):.2f}; "
+        f"0.9 needs strength {at_4:.1f} at d_k = 4 and {at_64:.1f} at d_k = 64"
     )
 
 
@@ -116,31 +100,72 @@ def check_softmax_jacobian(softmax_jacobian) -> str:
     )
 
 
-@exercise("05.3", "decoder_mask")
-def check_decoder_mask(decoder_mask) -> str:
-    """``decoder_mask(ids, pad_id)`` must equal ``padding_mask(ids, pad_id) & causal_mask(L)``,
-    a boolean ``(B, 1, L, L)`` tensor."""
+def _causal_candidates(d: int, generator: torch.Generator) -> dict[str, object]:
+    """The four maskings of exercise 05.3 (A is right), as functions of ``x (L, d)`` with
+    fixed random projections: ``scores (L, L)`` masked four ways, then weights @ values."""
+    w_q, w_k, w_v = (torch.randn(d, d, generator=generator, dtype=torch.float64)
+                     for _ in range(3))
+
+    def attention(masking):
+        def attend(x):
+            scores = (x @ w_q) @ (x @ w_k).T / math.sqrt(d)  # (L, L)
+            return masking(scores, torch.ones_like(scores, dtype=torch.bool)) @ (x @ w_v)
+        return attend
+
+    minus = float("-inf")
+    return {
+        "A": attention(lambda s, ones: s.masked_fill(~ones.tril(), minus).softmax(-1)),
+        "B": attention(lambda s, ones: s.masked_fill(~ones.triu(), minus).softmax(-1)),
+        "C": attention(lambda s, ones: s.masked_fill(~ones.tril(1), minus).softmax(-1)),
+        "D": attention(lambda s, ones: s.softmax(-1) * ones.tril()),
+        "no mask": attention(lambda s, ones: s.softmax(-1)),
+    }
+
+
+def _true_dependence(attend, x: torch.Tensor) -> torch.Tensor:
+    """``[i, j]`` True where output ``i`` of ``attend(x)`` depends on input ``j`` (autograd's
+    full Jacobian, ``(L, d, L, d)``, non-zero in block ``(i, j)``)."""
+    jacobian = torch.autograd.functional.jacobian(attend, x)  # (L, d, L, d)
+    return jacobian.abs().amax(dim=(1, 3)) != 0  # (L, L)
+
+
+def _leaks(dependence: torch.Tensor) -> str:
+    """What a dependence matrix says: causal, or which later positions an output sees."""
+    future = dependence.triu(1)
+    if not future.any():
+        return "causal"
+    offsets = sorted({int(j - i) for i, j in future.nonzero().tolist()})
+    return "sees the next position" if offsets == [1] else "sees later positions"
+
+
+def _dependence_of(depends_on, attend, x: torch.Tensor, what: str) -> torch.Tensor:
+    """The learner's dependence matrix for ``attend`` on ``x``, checked against autograd's."""
+    received = attempt(depends_on, attend, x.clone(), what=what)
+    if not isinstance(received, torch.Tensor) or received.dtype != torch.bool:
+        kind = received.dtype if isinstance(received, torch.Tensor) else type(received).__name__
+        raise ExerciseFailure(f"for {what}, expected a boolean tensor, received {kind}")
+    expect_equal(received, _true_dependence(attend, x), what=what)
+    return received
+
+
+@exercise("05.3", "depends_on")
+def check_depends_on(depends_on) -> str:
+    """``depends_on(attend, x)`` must return the boolean ``(L, L)`` matrix whose ``[i, j]``
+    says whether output ``i`` of ``attend(x)`` changes with input ``j``, measured with
+    autograd, for the four maskings of the exercise and an unmasked attention."""
     generator = fresh_generator()
-    cases = []
-    for _ in range(12):
-        batch, length = random_int(1, 4, generator), random_int(1, 9, generator)
-        pad_id = random_int(0, 3, generator)
-        ids = torch.randint(0, 8, (batch, length), generator=generator)
-        lengths = torch.randint(1, length + 1, (batch,), generator=generator)
-        ids[torch.arange(length) >= lengths[:, None]] = pad_id  # right padding
-        cases.append((ids, pad_id, f"ids of shape {(batch, length)} with pad_id={pad_id}"))
-    cases.append((torch.tensor([[0, 0, 5, 6]]), 0, "left padding (the first query sees no key)"))
-    cases.append((torch.tensor([[1, 1, 1]]), 1, "a sequence made only of padding"))
-    cases.append((torch.tensor([[4]]), 0, "a single token"))
-    for ids, pad_id, what in cases:
-        length = ids.shape[1]
-        expected = padding_mask(ids, pad_id) & causal_mask(length)  # (B, 1, L, L)
-        received = attempt(decoder_mask, ids.clone(), pad_id, what=what)
-        if not isinstance(received, torch.Tensor) or received.dtype != torch.bool:
-            kind = received.dtype if isinstance(received, torch.Tensor) else type(received).__name__
-            raise ExerciseFailure(f"for {what}, expected a boolean tensor, received {kind}")
-        expect_equal(received, expected, what=what)
+    for _ in range(3):
+        length, d = random_int(2, 7, generator), random_int(2, 5, generator)
+        for name, attend in _causal_candidates(d, generator).items():
+            x = torch.randn(length, d, generator=generator, dtype=torch.float64)
+            _dependence_of(depends_on, attend, x, f"masking {name} on x of shape {(length, d)}")
+    verdicts = []
+    for name, attend in _causal_candidates(4, generator).items():
+        if name != "no mask":
+            x = torch.randn(5, 4, generator=generator, dtype=torch.float64)
+            found = _dependence_of(depends_on, attend, x, f"masking {name} on 5 positions")
+            verdicts.append(f"{name} {_leaks(found)}")
     return (
-        f"matched padding_mask & causal_mask on {len(cases)} fresh batches, shape (B, 1, L, L), "
-        "including left padding, all-padding rows and a single token"
+        "matched autograd's dependence of every output on every input for the four maskings "
+        f"and an unmasked attention on 3 fresh sizes; your function finds: {', '.join(verdicts)}"
     )
