@@ -18,7 +18,7 @@ from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[1] / "src" / "transformer_book"
 FLOORS = ("util", "data", "nn", "baselines", "toy", "run", "inference", "train", "analysis",
-          "course", "cli")
+          "interop", "course", "cli")
 MAX_MODULE_LINES = 400
 MAX_FUNCTION_LINES = 60
 #: "module:function" (or "module") -> why it may be longer.
