@@ -98,14 +98,18 @@ def _decoder_case(generator: torch.Generator, norm_first: bool, factor: float | 
 
 
 def _symptoms(decoder_layer, layer, y, memory, mask, ids, out, what: str) -> list[str]:
-    """What a wrong layer gets wrong, found by changing one input at a time."""
+    """What a wrong layer gets wrong, found by changing one input at a time.
+
+    Called only once the output is wrong. A masked key gets a weight of exactly 0, so a layer
+    that masks correctly gives bit-identical outputs where the change must not reach; any
+    difference, however small, is the symptom (a leak can be as small as the mismatch)."""
     found = []
     later = y.clone()
     later[:, -1] += 1.0  # change the last target position only
     with torch.no_grad():
         moved = attempt(decoder_layer, later, memory, layer, mask, what=what)
     if isinstance(moved, torch.Tensor) and moved.shape == out.shape \
-            and not torch.allclose(moved[:, :-1], out[:, :-1], atol=1e-10, rtol=1e-8):
+            and not torch.equal(moved[:, :-1], out[:, :-1]):  # a masked key adds exactly 0
         found.append("changing the last target position changed the outputs at earlier "
                      "positions: a position sees its future")
     padded = memory.clone()
@@ -113,7 +117,7 @@ def _symptoms(decoder_layer, layer, y, memory, mask, ids, out, what: str) -> lis
     with torch.no_grad():
         moved = attempt(decoder_layer, y, padded, layer, mask, what=what)
     if isinstance(moved, torch.Tensor) and moved.shape == out.shape \
-            and not torch.allclose(moved, out, atol=1e-10, rtol=1e-8):
+            and not torch.equal(moved, out):
         found.append("changing the memory at padded source positions changed the output")
     return found
 
