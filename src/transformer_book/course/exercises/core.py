@@ -35,6 +35,7 @@ import os
 import pkgutil
 import sys
 import sysconfig
+import textwrap
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -47,6 +48,8 @@ from transformer_book.util.validation import fail
 Status = Literal["passed", "failed", "not attempted"]
 Checker = Callable[[Callable[..., Any]], str]
 
+# The width of the book's code column: a printed verdict wraps there.
+LINE_WIDTH = 88
 SYMBOLS: dict[str, str] = {"passed": "✓", "failed": "✗", "not attempted": "○"}
 
 
@@ -189,8 +192,11 @@ def run_check(exercise_id: str, candidate: Callable[..., Any]) -> CheckResult:
 
 
 def check(exercise_id: str, candidate: Callable[..., Any]) -> None:
-    """Check the learner's ``candidate`` for ``exercise_id`` and print the verdict."""
-    print(run_check(exercise_id, candidate).message)
+    """Check the learner's ``candidate`` for ``exercise_id`` and print the verdict, wrapped
+    to the book's code column (:data:`LINE_WIDTH` characters)."""
+    message = run_check(exercise_id, candidate).message
+    print(textwrap.fill(message, LINE_WIDTH, subsequent_indent="  ", break_long_words=False,
+                        break_on_hyphens=False))
 
 
 # --------------------------------------------------------------------------- helpers

@@ -32,13 +32,37 @@ _STYLE = {
 }
 
 
+# Figures are laid out for 110 pixels per inch and drawn at twice that, so that they stay
+# sharp on high-density screens and when a reader zooms in (the PNG says its display size).
+DISPLAY_DPI = 110
+PIXEL_DENSITY = 2
+
+
 class BookFigure(Figure):
-    """A matplotlib ``Figure`` that Jupyter draws as a PNG without pyplot's global state."""
+    """A matplotlib ``Figure`` that Jupyter draws as a PNG without pyplot's global state.
+
+    The PNG has ``PIXEL_DENSITY`` × the pixels of its display size, which it records in the
+    output's metadata (``width``/``height`` in CSS pixels), so the book and Jupyter show it
+    at the size it was laid out for.
+    """
 
     def _repr_png_(self) -> bytes:
         buffer = io.BytesIO()
-        self.savefig(buffer, format="png", dpi=110)
+        self.savefig(buffer, format="png", dpi=DISPLAY_DPI * PIXEL_DENSITY)
         return buffer.getvalue()
+
+    def _repr_mimebundle_(self, include=None, exclude=None):
+        """The PNG with its display size, which Jupyter and the book use to scale it."""
+        data = self._repr_png_()
+        width, height = _png_size(data)
+        size = {"width": width // PIXEL_DENSITY, "height": height // PIXEL_DENSITY}
+        return {"image/png": data}, {"image/png": size}
+
+
+def _png_size(data: bytes) -> tuple[int, int]:
+    """``(width, height)`` in pixels, read from a PNG's IHDR chunk."""
+    require(data[:8] == b"\x89PNG\r\n\x1a\n", "data", "PNG bytes", f"{data[:8]!r}")
+    return int.from_bytes(data[16:20], "big"), int.from_bytes(data[20:24], "big")
 
 
 def new_figure(
