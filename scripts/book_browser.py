@@ -154,7 +154,7 @@ def _local_target(page: Path, root: Path, link: str) -> tuple[Path, str] | None:
     return target, unquote(parts.fragment)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _ids(path: Path) -> frozenset[str]:
     soup = BeautifulSoup(path.read_text(encoding="utf-8", errors="replace"), "html.parser")
     return frozenset(tag["id"] for tag in soup.find_all(id=True))
