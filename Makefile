@@ -11,7 +11,7 @@ JOBS ?= 2
 WORKER_ENV := OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 MPLBACKEND=Agg
 LAB_FLAGS := $(if $(filter 0,$(shell id -u)),--allow-root,)
 
-.PHONY: book test lint unit nbval bookcheck execute lab assignments student bench sync gpu-carry clean
+.PHONY: book test lint unit nbval browser bookcheck execute lab assignments student bench sync gpu-carry clean
 
 $(STAMP): requirements.txt pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -27,8 +27,9 @@ book: $(STAMP)
 	$(BIN)/jupyter-book build . -W -n --keep-going
 	@echo "Book: $(abspath _build/html/index.html)"
 
-## test: ruff, unit tests, nbval over notebooks/, and the book build with warnings as errors
-test: lint unit nbval book
+## test: ruff, unit tests, nbval over notebooks/, the book build with warnings as errors, and
+## the built book read in headless Chromium
+test: lint unit nbval book browser
 
 ## lint: ruff, the notebooks' setup cells, no copied code (pylint), floors and sizes
 lint: $(STAMP)
@@ -43,6 +44,11 @@ unit: $(STAMP)
 nbval: $(STAMP)
 	$(WORKER_ENV) $(PY) -m pytest --nbval notebooks -n $(JOBS) --dist loadscope \
 		--nbval-sanitize-with nbval_sanitize.cfg -q -p no:randomly
+
+## browser: read every page of the built book in headless Chromium (Debian's `chromium`), at
+## 1400 and 390 px, offline: no overflow, math typeset locally, no raw markup, alt texts, links
+browser: book
+	$(PY) scripts/book_browser.py _build/html
 
 ## execute: re-run every notebook in place to refresh its stored outputs
 execute: $(STAMP)

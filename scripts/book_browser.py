@@ -78,7 +78,8 @@ PAGE_CHECKS = r"""
   const skip = "pre, code, script, style, mjx-container, .MathJax, textarea, .highlight";
   const walker = document.createTreeWalker(article, NodeFilter.SHOW_TEXT);
   const rawTex = /\\\(|\\\)|\\\[|\\\]|\$\$|\$[^$\s][^$]*?[^$\s\\]\$|\$[^$\s]\$/;
-  const rawMarkup = /\{(?:[a-z][a-z0-9-]*:)?[a-z][a-z0-9-]*\}`|(?:^|\s)(?:```|:::)\{[a-z-]+\}/m;
+  // a role such as {cite:p} or a directive such as {exercise}, left as text
+  const rawMarkup = /\{(?:[a-z][a-z0-9-]*:)?[a-z][a-z0-9-]*\}/;
   for (let node = walker.nextNode(); node; node = walker.nextNode()) {
     if (node.parentElement.closest(skip)) continue;
     const text = node.textContent;
