@@ -22,7 +22,6 @@ $(STAMP): requirements.txt pyproject.toml
 
 ## book: create .venv if needed, install, build the HTML book from the stored outputs
 book: $(STAMP)
-	$(PY) scripts/chapter_map.py
 	$(PY) scripts/course_tables.py
 	$(BIN)/jupyter-book build . -W -n --keep-going
 	@echo "Book: $(abspath _build/html/index.html)"

@@ -11,7 +11,10 @@ pages are read as a reader offline sees them. At each width every page must have
 - its math typeset by a MathJax that the book serves itself, with no raw TeX left in the
   text (``\\(``, ``\\[``, ``$...$``);
 - no directive or role markup left as text (``{exercise}``, ``{cite:p}``);
-- a real alt text on every image (not empty, not a file name).
+- a real alt text on every image (not empty, not a file name);
+- one search box, and bibliography entries labelled as they are cited (author, year);
+- at 1400 px and wider, code cells and their outputs within the column (no sideways
+  scrolling: the notebooks keep to 88 characters).
 
 Every internal link (``href`` and ``src``) must resolve to a file of the build, and a link
 with a ``#fragment`` to an element with that id. Exit status 1 when anything is wrong, 2 on
@@ -37,11 +40,14 @@ from urllib.parse import unquote, urlsplit
 from bs4 import BeautifulSoup
 
 WIDTHS = (1400, 390)
+# At this width and wider the text column holds 88 characters of code (the notebooks'
+# line length, notebooks/ruff.toml), so code cells and their outputs must not scroll.
+CODE_FITS_FROM = 1400
 SKIPPED_PAGES = {"search.html", "genindex.html"}
 
 # Runs in the page after MathJax has typeset it; returns a list of [kind, detail].
 PAGE_CHECKS = r"""
-() => {
+(codeMustFit) => {
   const problems = [];
   const add = (kind, detail) => problems.push([kind, detail]);
   const doc = document.documentElement;
@@ -96,6 +102,22 @@ PAGE_CHECKS = r"""
     const alt = (img.getAttribute("alt") || "").trim();
     if (!alt || /\.(png|jpe?g|svg|gif|webp)$/i.test(alt)) {
       add("alt-text", `${img.getAttribute("src")} has alt ${JSON.stringify(alt)}`);
+    }
+  }
+  const searches = [...document.querySelectorAll(".search-button-field, input[type=search]")]
+    .filter((el) => el.getBoundingClientRect().width > 0);
+  if (searches.length > 1) add("search-boxes", `${searches.length} search boxes are shown`);
+  for (const label of document.querySelectorAll("div.citation > span.label, .citation-label")) {
+    if (/^\W*\d+\W*$/.test(label.textContent)) {
+      add("numbered-bibliography", `entry labelled ${label.textContent.trim()}, cited by author`);
+      break;
+    }
+  }
+  if (codeMustFit) {
+    for (const pre of article.querySelectorAll("div.cell_input pre, div.cell_output pre")) {
+      if (pre.scrollWidth > pre.clientWidth + 1) {
+        add("code-scrolls", `${describe(pre)} needs ${pre.scrollWidth - pre.clientWidth} px more`);
+      }
     }
   }
   return problems;
@@ -229,7 +251,7 @@ def check_pages(root: Path, pages: list[str], widths=WIDTHS,
                 if page.evaluate(WAIT_FOR_MATH) == "not loaded":
                     problems.append(Problem(rel, width, "mathjax-missing",
                                             "the page asks for MathJax but it did not load"))
-                for kind, detail in page.evaluate(PAGE_CHECKS):
+                for kind, detail in page.evaluate(PAGE_CHECKS, width >= CODE_FITS_FROM):
                     problems.append(Problem(rel, width, kind, detail))
                 if shots is not None:
                     shot = shots / f"{rel.replace('/', '_').removesuffix('.html')}-{width}.png"

@@ -11,7 +11,6 @@ from matplotlib.figure import Figure
 
 from transformer_book.course.figures import as_array, new_figure
 from transformer_book.course.figures.basic import grouped_bars, line_plot
-from transformer_book.course.figures.book import chapter_map
 from transformer_book.util.validation import BookError
 
 JUPYTER_PNG = PNGFormatter()  # what a notebook calls to show a cell's figure
@@ -72,16 +71,3 @@ def test_line_plot_draws_each_series_over_x():
     assert ax.get_xscale() == ax.get_yscale() == "log"
     assert (ax.get_title(), ax.get_xlabel(), ax.get_ylabel()) == ("t", "n", "v")
 
-
-def test_chapter_map_writes_each_part_and_chapter():
-    parts = [("I  Sequences", [("01", "Sequences", True), ("02", "Recurrence", True)]),
-             ("II  Attention", [("03", "Attention", False)])]
-    fig = chapter_map(parts)
-    assert JUPYTER_PNG(fig).startswith(b"\x89PNG")
-    (ax,) = fig.axes
-    assert not ax.axison
-    texts = [t.get_text() for t in ax.texts]
-    assert texts == ["I  Sequences", "01  Sequences", "02  Recurrence", "II  Attention",
-                     "03  Attention"]
-    planned = next(t for t in ax.texts if t.get_text() == "03  Attention")
-    assert planned.get_color() == "#6f6f6f", "a chapter not yet written is grey"
