@@ -2,7 +2,9 @@
 
 - Cell 0 is the chapter title and its "Open in Colab" badge; cell 1 installs the package
   when (and only when) the notebook runs on Google Colab, tagged ``remove-cell`` so that the
-  book's pages leave it out. The URL lives only in ``_config.yml``.
+  book's pages leave it out. It installs the release the book was written against, the tag
+  ``v<version>`` of ``pyproject.toml``'s version, keeps Colab's own torch, and puts the
+  course cache on Google Drive when Drive is mounted. The URL lives only in ``_config.yml``.
 - Exercises: each ``{exercise}`` title starts with its id (``05.1 · Title``) and the box
   has ``:nonumber:`` (the id, not a book-wide number); solution code cells are collapsed
   behind "Show solution"; ``{solution}`` cells are tagged ``solution``; every exercise cell
@@ -21,6 +23,11 @@ import re
 import sys
 from pathlib import Path
 
+try:
+    import tomllib  # Python >= 3.11
+except ImportError:  # pragma: no cover - Python 3.10
+    import tomli as tomllib
+
 import nbformat
 import yaml
 
@@ -38,8 +45,10 @@ from transformer_book.util.validation import BookError, fail, require
 ROOT = Path(__file__).resolve().parents[1]
 BADGE_IMAGE = "https://colab.research.google.com/assets/colab-badge.svg"
 SETUP_TAGS = ["colab-setup", "remove-cell"]
-#: Colab installs the package from here; the notebooks themselves open from ``branch``.
-PACKAGE_BRANCH = "main"
+#: The branch the notebooks open from when ``_config.yml`` names none.
+DEFAULT_BRANCH = "main"
+#: What the setup cell names its cache variable after (transformer_book.course.cache.CACHE_ENV).
+CACHE_ENV = "TRANSFORMER_BOOK_CACHE"
 SOLUTION_PROMPTS = {"code_prompt_show": "Show solution", "code_prompt_hide": "Hide solution"}
 
 
@@ -50,7 +59,16 @@ def repository() -> tuple[str, str]:
     url = config["repository"]["url"].rstrip("/")
     require(re.fullmatch(r"https://github\.com/[\w.-]+/[\w.-]+", url) is not None,
             "_config.yml repository.url", "https://github.com/OWNER/REPO", url)
-    return url, config["repository"].get("branch", PACKAGE_BRANCH)
+    return url, config["repository"].get("branch", DEFAULT_BRANCH)
+
+
+def package_version() -> str:
+    """``[project].version`` of ``pyproject.toml``: Colab installs the tag ``v<version>``."""
+    with (ROOT / "pyproject.toml").open("rb") as handle:
+        version = tomllib.load(handle)["project"]["version"]
+    require(re.fullmatch(r"\d+(\.\d+)*", version) is not None,
+            "pyproject.toml [project].version", "a release number such as 0.1.0", version)
+    return version
 
 
 def title_of(notebook: nbformat.NotebookNode, name: str) -> str:
@@ -64,6 +82,37 @@ def title_of(notebook: nbformat.NotebookNode, name: str) -> str:
     raise fail(name, "cell 0 to be markdown starting with '# <title>'", received)
 
 
+def setup_source(url: str, version: str) -> str:
+    """The Colab setup cell: on Colab only, install the tag ``v<version>`` of ``url`` with
+    Colab's torch kept, and keep the course cache on Google Drive if Drive is mounted (each
+    Colab notebook is a machine of its own: chapter 11 then reuses chapter 10's model)."""
+    return (
+        "# On Google Colab only (elsewhere this cell does nothing): install the course\n"
+        f"# package at the book's version, v{version}. Colab's own torch is kept: pip is\n"
+        "# held to the installed torch, so it never replaces it.\n"
+        "import importlib.metadata\n"
+        "import os\n"
+        "import subprocess\n"
+        "import sys\n"
+        "\n"
+        'if "google.colab" in sys.modules:\n'
+        f'    url = "{url}"\n'
+        f'    package = f"transformer_book @ git+{{url}}@v{version}"\n'
+        '    keep_torch = "torch==" + importlib.metadata.version("torch")\n'
+        '    pip = [sys.executable, "-m", "pip", "install", "-q", package, keep_torch]\n'
+        "    subprocess.run(pip, check=True)\n"
+        "    # Each notebook runs on a fresh machine: with Google Drive mounted, trained\n"
+        "    # models stay there, so chapter 11 reuses the model chapter 10 trained.\n"
+        '    drive = "/content/drive/MyDrive"\n'
+        "    if os.path.isdir(drive):\n"
+        f'        os.environ.setdefault("{CACHE_ENV}", drive + "/transformer_book")\n'
+        f'        print("Course cache:", os.environ["{CACHE_ENV}"])\n'
+        "    else:\n"
+        '        print("To keep trained models between notebooks, mount Google Drive")\n'
+        '        print("(Files panel: Mount Drive), then run this cell again.")'
+    )
+
+
 def header_cells(title: str, notebook_name: str, url: str, branch: str) -> tuple[str, str]:
     """The sources of cell 0 (title and badge) and cell 1 (Colab setup)."""
     slug = url.removeprefix("https://github.com/")
@@ -71,16 +120,7 @@ def header_cells(title: str, notebook_name: str, url: str, branch: str) -> tuple
         f"https://colab.research.google.com/github/{slug}/blob/{branch}/notebooks/{notebook_name}"
     )
     badge = f"[![Open In Colab]({BADGE_IMAGE})]({colab})"
-    setup = (
-        "# On Google Colab, install the course package; anywhere else, do nothing.\n"
-        "import subprocess\n"
-        "import sys\n"
-        "\n"
-        'if "google.colab" in sys.modules:\n'
-        f'    package = "transformer_book @ git+{url}@{PACKAGE_BRANCH}"\n'
-        '    subprocess.run([sys.executable, "-m", "pip", "install", "-q", package], check=True)'
-    )
-    return f"# {title}\n\n{badge}", setup
+    return f"# {title}\n\n{badge}", setup_source(url, package_version())
 
 
 def sync_header(notebook: nbformat.NotebookNode, name: str) -> list[str]:
@@ -99,7 +139,8 @@ def sync_header(notebook: nbformat.NotebookNode, name: str) -> list[str]:
         cells.insert(1, nbformat.v4.new_code_cell(setup_source))
     setup = cells[1]
     if setup.source != setup_source:
-        changes.append("cell 1: the Colab setup cell disagrees with _config.yml")
+        changes.append("cell 1: the Colab setup cell disagrees with _config.yml or "
+                       "pyproject.toml's version")
         setup.source = setup_source
     if setup.metadata.get("tags") != SETUP_TAGS:
         changes.append(f"cell 1: setup cell tags {setup.metadata.get('tags')} -> {SETUP_TAGS}")

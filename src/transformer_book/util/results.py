@@ -30,6 +30,18 @@ def _has_records(folder: Path) -> bool:
     return folder.is_dir() and any(folder.glob("*.json"))
 
 
+def _checkout_results() -> Path | None:
+    """``results/`` of the source checkout this module was imported from, if it was: the
+    module is then ``<checkout>/src/transformer_book/util/results.py``."""
+    src = Path(__file__).resolve().parents[2]
+    return src.parent / "results" if src.name == "src" else None
+
+
+def _installed_results() -> Path:
+    """``transformer_book/_results``, the copy of ``results/`` that the wheel carries."""
+    return Path(str(resources.files("transformer_book") / "_results"))
+
+
 def recorded_results_dir() -> Path | None:
     """The folder of recorded results (see the module's docstring), or ``None`` if none."""
     configured = os.environ.get(RESULTS_ENV)
@@ -37,9 +49,8 @@ def recorded_results_dir() -> Path | None:
         folder = Path(configured)
         require(folder.is_dir(), RESULTS_ENV, "a folder of JSON records", repr(configured))
         return folder
-    checkout = Path(__file__).resolve().parents[3] / "results"
-    for folder in (Path("results"), Path("..") / "results", checkout):
-        if _has_records(folder):
+    checkout = _checkout_results()
+    for folder in (Path("results"), Path("..") / "results", checkout, _installed_results()):
+        if folder is not None and _has_records(folder):
             return folder
-    installed = Path(str(resources.files("transformer_book") / "_results"))
-    return installed if _has_records(installed) else None
+    return None
