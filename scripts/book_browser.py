@@ -40,8 +40,9 @@ from urllib.parse import unquote, urlsplit
 from bs4 import BeautifulSoup
 
 WIDTHS = (1400, 390)
-# At this width and wider the text column holds 88 characters of code (the notebooks'
-# line length, notebooks/ruff.toml), so code cells and their outputs must not scroll.
+# At this width and wider a code cell fits 88 characters (the notebooks' line length,
+# notebooks/ruff.toml; _static/course.css sizes the font), so code cells and their outputs
+# must not scroll.
 CODE_FITS_FROM = 1400
 SKIPPED_PAGES = {"search.html", "genindex.html"}
 

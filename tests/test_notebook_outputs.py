@@ -1,9 +1,9 @@
 """What the book shows from each notebook fits its column, describes its figures and does not
 depend on the machine that ran it.
 
-The book's code column holds 88 characters at 1,400 px (scripts/book_browser.py measures
-it; notebooks/ruff.toml keeps the code to it), so every stored line of text output keeps to
-88 characters too; results wider than that are tables (transformer_book.course.tables),
+The book's code cells fit 88 characters at 1,400 px (notebooks/ruff.toml keeps the code to
+it; scripts/book_browser.py fails if a cell scrolls), so every stored line of text output
+keeps to 88 characters too; results wider than that are tables (transformer_book.course.tables),
 shown as HTML. Every figure carries an alt text in its cell's ``mystnb.image.alt``.
 """
 
