@@ -31,8 +31,10 @@ from transformer_book.analysis.ablation_stats import (
     seed_change,
     t_critical,
     t_two_sided_p,
+    verdict_rows,
     verdict_summary,
 )
+from transformer_book.course.tables import Table
 from transformer_book.data.batching import TokenBudgetSampler
 from transformer_book.data.tokenizer import BPETokenizer
 from transformer_book.inference.scoring import corpus_bleu
@@ -344,6 +346,34 @@ def test_verdict_summary_groups_rows_by_verdict():
                          "direction.")
     with pytest.raises(BookError, match="verdicts: expected a non-empty list"):
         verdict_summary([])
+
+
+def test_verdict_rows_show_each_metrics_tests_and_verdicts():
+    base = _runs("base", [10.0, 10.2, 9.8], [20.0, 20.5, 19.5])
+    paired = SimpleNamespace(significant=True, delta=-5.0, p_value=0.001,
+                             interval=(-6.25, -3.5))
+    verdicts = [
+        row_verdict(base, _runs("h=1", [12.0, 12.3, 11.9], [15.0, 15.5, 14.8]),
+                    comparison=paired, paper_row="(A) h=1, d_k=d_v=512"),
+        row_verdict(base, _runs("pos", [8.0, 8.1, 7.9], [20.1, 19.6, 20.3])),
+    ]
+    ppl = Table(*verdict_rows(verdicts, "perplexity"), caption="validation")
+    assert ppl.columns == ["variant", "Δppl (%)", "95% CI", "Welch p", "verdict"]
+    low, high = verdicts[0].ppl.interval
+    assert ppl.rows[0] == ["h=1", f"{verdicts[0].ppl.delta:+.1f}",
+                           f"{low:+.1f} to {high:+.1f}", f"{verdicts[0].ppl.p_value:.3f}",
+                           "agrees (hurts)"]
+    assert str(ppl).startswith("validation\nvariant") and "<table" in ppl._repr_html_()
+    bleu = Table(*verdict_rows(verdicts, "BLEU"))
+    assert bleu.rows[0][4:] == ["-5.00", "-6.25 to -3.50", "0.001", "agrees (hurts)"]
+    assert bleu.rows[1][4:7] == ["–", "–", "–"], "no paired test: no paired columns"
+    assert max(len(line) for line in str(ppl).splitlines()) <= 88
+    single = row_verdict(_runs("base", [10.0], [20.0]), _runs("x", [11.0], [19.0]))
+    assert verdict_rows([single], "perplexity")[1][0][2:4] == [None, None]
+    with pytest.raises(BookError, match="metric: expected one of"):
+        verdict_rows(verdicts, "chrF")
+    with pytest.raises(BookError, match="verdicts: expected a non-empty list"):
+        verdict_rows([], "BLEU")
 
 
 @pytest.mark.slow

@@ -17,7 +17,8 @@ its own test:
 
 :func:`row_verdict` combines them with the direction the paper measured (Table 3): a
 perplexity change counts when the seeds' test says so, a BLEU change when the seeds' test
-and the paired test (same sign) both do. :func:`verdict_summary` writes the paragraph.
+and the paired test (same sign) both do. :func:`verdict_rows` lays out one metric's tests and
+verdicts, a row per variant; :func:`verdict_summary` writes the paragraph.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from transformer_book.util.validation import fail, require, require_number
 
 __all__ = [
     "SEED_TEST_LEVEL",
+    "VERDICT_METRICS",
     "RowVerdict",
     "SeedChange",
     "Verdict",
@@ -41,6 +43,7 @@ __all__ = [
     "seed_change",
     "t_critical",
     "t_two_sided_p",
+    "verdict_rows",
     "verdict_summary",
 ]
 
@@ -285,3 +288,49 @@ def verdict_summary(verdicts: Sequence[RowVerdict]) -> str:
     lines.append(f"In all, {agree} of {2 * len(verdicts)} comparisons are measured changes "
                  "in the paper's direction.")
     return "\n\n".join(lines)
+
+
+VERDICT_METRICS = ("perplexity", "BLEU")
+
+
+def _interval(interval: Any, digits: int) -> str | None:
+    """``"low to high"`` with signs, or None (no interval: one seed, or none given)."""
+    if interval is None or any(math.isnan(bound) for bound in interval):
+        return None
+    low, high = interval
+    return f"{low:+.{digits}f} to {high:+.{digits}f}"
+
+
+def _p(change: SeedChange) -> str | None:
+    return f"{change.p_value:.3f}" if change.tested else None
+
+
+def verdict_rows(verdicts: Sequence[RowVerdict], metric: str
+                 ) -> tuple[list[str], list[list[str | None]]]:
+    """One metric's tests and verdicts as ``(columns, rows)``, ready for a table.
+
+    A row per variant: the change of the mean over seeds (perplexity in % of the
+    baseline's), its 95% interval and Welch's p; for ``metric="BLEU"`` also the paired
+    test's BLEU difference, its 95% bootstrap interval and p (None where the verdict has no
+    comparison); then the verdict in words. ``metric``: ``"perplexity"`` or ``"BLEU"``.
+    Pass both to :class:`transformer_book.course.tables.Table` to show them.
+    """
+    require(isinstance(verdicts, Sequence) and len(verdicts) > 0, "verdicts",
+            "a non-empty list of RowVerdict", repr(verdicts))
+    require(metric in VERDICT_METRICS, "metric", f"one of {VERDICT_METRICS}", repr(metric))
+    if metric == "perplexity":
+        columns = ["variant", "Δppl (%)", "95% CI", "Welch p", "verdict"]
+        return columns, [[v.name, f"{v.ppl.delta:+.1f}", _interval(v.ppl.interval, 1),
+                          _p(v.ppl), str(v.ppl_verdict)] for v in verdicts]
+    columns = ["variant", "ΔBLEU", "95% CI", "Welch p", "paired Δ", "paired 95% CI",
+               "paired p", "verdict"]
+    rows = []
+    for v in verdicts:
+        paired: list[str | None] = [None, None, None]
+        if v.comparison is not None:
+            paired = [f"{v.comparison.delta:+.2f}",
+                      _interval(getattr(v.comparison, "interval", None), 2),
+                      f"{v.comparison.p_value:.3f}"]
+        rows.append([v.name, f"{v.bleu.delta:+.1f}", _interval(v.bleu.interval, 1),
+                     _p(v.bleu), *paired, str(v.bleu_verdict)])
+    return columns, rows
