@@ -166,9 +166,10 @@ def _train(run: Session) -> TrainingResult:
     t = run.run_config.train
     run.bar = tqdm(total=t.max_steps, initial=run.trainer.step, unit="step", dynamic_ncols=True,
                    disable=not (run.options.progress and run.info.is_main))
+    # Two lines, each within the book's 88-character code column.
     _log(run, f"{run.options.name}: {run.num_parameters:,} parameters, "
-              f"{run.data.stats['train_kept']:,} training pairs, vocab {run.config.vocab_size}, "
-              f"{run.device} {run.trainer.precision}, {run.info.world_size} process(es)"
+              f"{run.data.stats['train_kept']:,} training pairs, vocab {run.config.vocab_size}")
+    _log(run, f"  {run.device} {run.trainer.precision}, {run.info.world_size} process(es)"
               + (f", resuming from {run.resumed_from.name}" if run.resumed_from else ""))
     run.chunks = epoch_steps(run.sampler, run.epoch, t.accumulation)
     try:
@@ -231,7 +232,8 @@ def _finish(run: Session) -> TrainingResult:
     run.info.barrier()
     result = _result(run, run.last_checkpoint)
     _log(run, f"stopped at step {step} ({run.stop_reason}); {run.session_steps} steps this "
-              f"session, {result.tokens_per_second:,.0f} tokens/s, "
+              "session")
+    _log(run, f"  {result.tokens_per_second:,.0f} tokens/s, "
               f"{result.seconds_per_step:.3f} s/step, wall {result.wall_seconds:.1f} s")
     if run.info.is_main and run.options.results_dir is not None:
         result.record_path = _write_record(run, result, {"status": "finished"})
