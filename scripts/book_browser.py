@@ -11,7 +11,8 @@ pages are read as a reader offline sees them. At each width every page must have
 - its math typeset by a MathJax that the book serves itself, with no raw TeX left in the
   text (``\\(``, ``\\[``, ``$...$``);
 - no directive or role markup left as text (``{exercise}``, ``{cite:p}``);
-- a real alt text on every image (not empty, not a file name);
+- a real alt text on every image (not empty, not a file name), and every image drawn in
+  its own proportions;
 - one search box, and bibliography entries labelled as they are cited (author, year);
 - at 1400 px and wider, code cells and their outputs within the column (no sideways
   scrolling: the notebooks keep to 88 characters).
@@ -103,6 +104,15 @@ PAGE_CHECKS = r"""
     const alt = (img.getAttribute("alt") || "").trim();
     if (!alt || /\.(png|jpe?g|svg|gif|webp)$/i.test(alt)) {
       add("alt-text", `${img.getAttribute("src")} has alt ${JSON.stringify(alt)}`);
+    }
+    const box = img.getBoundingClientRect();
+    if (img.naturalWidth > 0 && box.width > 0 && box.height > 0) {
+      const drawn = box.width / box.height, natural = img.naturalWidth / img.naturalHeight;
+      if (Math.abs(drawn / natural - 1) > 0.03) {
+        const size = `${Math.round(box.width)}x${Math.round(box.height)}`;
+        add("image-distorted", `${img.getAttribute("src")} is drawn ${size} px, not in ` +
+            `the shape of its ${img.naturalWidth}x${img.naturalHeight} pixels`);
+      }
     }
   }
   const searches = [...document.querySelectorAll(".search-button-field, input[type=search]")]

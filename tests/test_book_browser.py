@@ -72,9 +72,10 @@ def test_mathjax_from_a_cdn_is_caught_and_leaves_raw_tex_offline(chromium, tmp_p
     assert "cdn.jsdelivr.net" in remote.detail
 
 
-def test_raw_markup_missing_alt_text_and_broken_links_are_caught(chromium, tmp_path):
+def test_raw_markup_missing_alt_text_distorted_images_and_broken_links_are_caught(
+        chromium, tmp_path):
     problems = book_browser.check_book(build("leftovers", tmp_path), widths=(1400,))
-    assert {"raw-markup", "alt-text", "broken-link"} <= kinds(problems)
+    assert {"raw-markup", "alt-text", "image-distorted", "broken-link"} <= kinds(problems)
     broken = [p.detail for p in problems if p.kind == "broken-link"]
     assert any("no-such-heading" in detail for detail in broken)
 
