@@ -1,14 +1,17 @@
 """Mixed precision's choices (train.runtime): bf16 only where the GPU has it natively, fp16
-with loss scaling below, fp32 off CUDA; an optimizer step the scaler skips is reported, so
-the schedule does not advance on it. The GPU is imitated by patching torch.cuda's answers."""
+with loss scaling below, fp32 off CUDA except "auto" and "bf16" on a CPU with bf16 matrix
+units (AMX); an optimizer step the scaler skips is reported, so the schedule does not
+advance on it. The GPU and the CPU's units are imitated by patching torch's answers."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 
+from transformer_book.nn.attention import fused_attention
 from transformer_book.nn.config import TransformerConfig
 from transformer_book.nn.transformer import Transformer
+from transformer_book.train import runtime
 from transformer_book.train.corpus import make_step_batch
 from transformer_book.train.objective import make_optimizer
 from transformer_book.train.runtime import (
@@ -50,10 +53,35 @@ def test_auto_is_bf16_from_compute_capability_8_and_fp16_below(gpu, capability, 
     assert resolve_precision("auto", "cuda:0") == expected
 
 
+@pytest.fixture
+def amx(monkeypatch):
+    """Pretend that this CPU has bf16 matrix units (Intel AMX), or that it has none."""
+
+    def pretend(present: bool) -> None:
+        monkeypatch.setattr(runtime, "cpu_has_native_bf16", lambda: present)
+
+    return pretend
+
+
 @pytest.mark.parametrize("precision", ["auto", "fp32", "bf16", "fp16"])
-def test_off_cuda_every_precision_is_fp32(precision):
+def test_off_cuda_without_bf16_units_every_precision_is_fp32(amx, precision):
+    amx(False)
     assert resolve_precision(precision, torch.device("cpu")) == "fp32"
     assert resolve_precision(precision, "mps") == "fp32"
+
+
+@pytest.mark.parametrize(("precision", "expected"), [
+    ("auto", "bf16"), ("bf16", "bf16"), ("fp32", "fp32"), ("fp16", "fp32")])
+def test_a_cpu_with_bf16_units_trains_auto_and_bf16_in_bf16(amx, precision, expected):
+    amx(True)
+    assert resolve_precision(precision, torch.device("cpu")) == expected
+    assert resolve_precision(precision, "mps") == "fp32"  # the check is the CPU's, not MPS's
+
+
+def test_the_cpu_check_asks_for_amx_tiles(monkeypatch):
+    for present in (True, False):
+        monkeypatch.setattr(torch.cpu, "_is_amx_tile_supported", lambda p=present: p)
+        assert runtime.cpu_has_native_bf16() is present
 
 
 def test_explicit_choices_are_kept_where_the_gpu_has_them(gpu):
@@ -133,3 +161,22 @@ def test_train_step_does_not_advance_the_schedule_on_a_skipped_step():
     assert all(torch.equal(a, p) for a, p in zip(before, model.parameters(), strict=True))
     assert scaler.get_scale() < 2.0**16, "the scaler skipped the step and backed off"
     assert scheduler.last_epoch == 0 and optimizer.param_groups[0]["lr"] == lr
+
+
+@pytest.mark.parametrize("is_causal", [False, True])
+def test_under_cpu_bf16_autocast_attention_core_runs_in_fp32(is_causal):
+    """The projections run in bf16, the core in fp32 (torch's CPU flash attention is far
+    slower backward in bf16): the same values and gradients as without autocast."""
+    g = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(2, 4, 7, 8, generator=g, requires_grad=True) for _ in range(3))
+    mask = torch.ones(2, 1, 1, 7, dtype=torch.bool)
+    mask[1, ..., 5:] = False  # padding in the second sentence
+    plain = fused_attention(q, k, v, mask, is_causal, 0.0)
+    grads = torch.autograd.grad(plain.square().sum(), (q, k, v))
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        mixed = fused_attention(q, k, v, mask, is_causal, 0.0)
+    assert mixed.dtype == torch.float32
+    torch.testing.assert_close(mixed, plain, rtol=0, atol=0)
+    mixed_grads = torch.autograd.grad(mixed.square().sum(), (q, k, v))
+    for got, want in zip(mixed_grads, grads, strict=True):
+        torch.testing.assert_close(got, want, rtol=0, atol=0)

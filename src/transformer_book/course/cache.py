@@ -100,7 +100,9 @@ def chapter10_run_config(device: torch.device | str | None = None) -> RunConfig:
     2,000 padded tokens per side, Adam with eq. 3's warmup (Section 5.3) over 200 steps --
     short enough to finish inside the budget -- and gradient clipping at 1.0. The budget is
     counted in optimizer steps, never in minutes, so the result does not depend on how busy
-    the machine is: 800 steps on a CPU (or MPS), 4,000 on a CUDA GPU.
+    the machine is: 800 steps on a CPU (or MPS), 4,000 on a CUDA GPU. A CPU trains in fp32
+    (``precision`` "auto" would pick bf16 on CPUs with AMX, and the chapters' numbers would
+    depend on the CPU's model); a GPU in its "auto" precision.
     """
     kind = _device(device).type
     steps = CHAPTER10_STEPS["cuda" if kind == "cuda" else "cpu"]
@@ -113,7 +115,8 @@ def chapter10_run_config(device: torch.device | str | None = None) -> RunConfig:
         "train": {"max_steps": steps, "max_minutes": None, "warmup_steps": 200,
                   "lr_factor": 0.5, "accumulation": 1, "clip_norm": 1.0,
                   "eval_every": steps // 8, "checkpoint_every": steps // 20,
-                  "keep_last": 5, "seed": 0, "precision": "auto"},
+                  "keep_last": 5, "seed": 0,
+                  "precision": "auto" if kind == "cuda" else "fp32"},
         "decode": {"beam_size": 4, "alpha": 0.6, "max_len_a": 1.0, "max_len_b": 50},
     }, source="chapter10_run_config")
 

@@ -4,7 +4,11 @@ Mixed precision (not in the paper, which trained in fp32 on P100s): on CUDA, "au
 bf16 autocast on a GPU with native bf16 (compute capability 8.0 and above: A100, H100, RTX 30xx
 and later) and fp16 with loss scaling (``GradScaler``) below it (a T4, a V100), where bf16 is
 only emulated and several times slower (``torch.cuda.is_bf16_supported()`` counts emulation,
-so it is not asked); CPUs and Apple GPUs train in fp32. An optimizer step the scaler skips
+so it is not asked). On a CPU, "auto" means bf16 autocast where the CPU multiplies bf16
+matrices in hardware (Intel AMX: Sapphire Rapids and later), which made a training step of
+the small preset 1.4x faster on 2 cores (2.46 -> 1.74 s for ~4,500 tokens per side, with
+attention's core kept in fp32: :func:`transformer_book.nn.attention.fused_attention`), and fp32
+on every other CPU and on Apple GPUs. An optimizer step the scaler skips
 (inf/NaN in the fp16 gradients) is reported by :func:`optimizer_step`, so that the learning
 rate schedule does not advance on it.
 
@@ -31,6 +35,7 @@ __all__ = [
     "DistInfo",
     "all_reduce",
     "autocast",
+    "cpu_has_native_bf16",
     "make_scaler",
     "optimizer_step",
     "resolve_precision",
@@ -41,10 +46,18 @@ __all__ = [
 BF16_CAPABILITY = (8, 0)
 
 
+def cpu_has_native_bf16() -> bool:
+    """Whether this CPU has bf16 matrix units (Intel AMX tiles), which make bf16 autocast
+    faster than fp32; without them (AVX-512 alone, AMD, ARM) bf16 gains nothing."""
+    return bool(torch.cpu._is_amx_tile_supported())
+
+
 def resolve_precision(precision: str, device: torch.device | str) -> str:
     """The precision a training step runs in on ``device``, for ``[train] precision``.
 
-    Off CUDA: "fp32" whatever was asked (CPU and Apple GPU autocast gain nothing here).
+    On a CPU with bf16 matrix units (:func:`cpu_has_native_bf16`), "auto" and "bf16" are
+    "bf16"; on any other CPU and on Apple GPUs, "fp32" whatever was asked (autocast gains
+    nothing there); "fp32" and "fp16" are "fp32" on every CPU (CPU fp16 autocast is slow).
     On CUDA, "auto" is "bf16" on compute capability >= 8.0 (native bf16 tensor cores, no
     loss scaling needed) and "fp16" below (with a ``GradScaler``, :func:`make_scaler`);
     "fp32" and "fp16" are kept; "bf16" below 8.0 is refused (only emulated there, several
@@ -52,6 +65,8 @@ def resolve_precision(precision: str, device: torch.device | str) -> str:
     """
     require_one_of(precision, "precision", PRECISIONS)
     device = torch.device(device)
+    if device.type == "cpu" and precision in ("auto", "bf16") and cpu_has_native_bf16():
+        return "bf16"
     if device.type != "cuda":
         return "fp32"
     capability = tuple(torch.cuda.get_device_capability(device))
