@@ -43,15 +43,8 @@ from transformer_book.util.validation import (
 )
 
 __all__ = [
-    "AdditiveScore",
-    "MultiHeadAttention",
-    "causal_mask",
-    "dot_score",
-    "explicit_attention",
-    "fused_attention",
-    "masked_softmax",
-    "padding_mask",
-    "scaled_dot_product_attention",
+    "AdditiveScore", "MultiHeadAttention", "causal_mask", "dot_score", "explicit_attention",
+    "fused_attention", "masked_softmax", "padding_mask", "scaled_dot_product_attention",
     "scaled_dot_score",
 ]
 
@@ -216,9 +209,8 @@ def fused_attention(
         require_bool(is_causal, "is_causal")
         require_probability(dropout_p, "dropout_p")
     if q.device.type == "cpu" and torch.is_autocast_enabled("cpu"):
-        # CPU bf16 autocast: the projections gain from bf16, but torch's CPU flash-attention
-        # backward is ~14x slower in bf16 than in fp32 (1.1 s against 0.08 s in a step of the
-        # small preset): the core runs in fp32, and the next projection casts back.
+        # Under CPU bf16 autocast the projections gain, but torch's CPU flash-attention
+        # backward is ~14x slower in bf16: the core runs in fp32 (benchmarks/bench_precision).
         with torch.autocast("cpu", enabled=False):
             return fused_attention(q.float(), k.float(), v.float(), mask, is_causal, dropout_p)
     if (q.shape[-2] <= FEW_QUERIES and q.device.type == "cpu" and dropout_p == 0.0
