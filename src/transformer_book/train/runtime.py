@@ -6,7 +6,7 @@ and later) and fp16 with loss scaling (``GradScaler``) below it (a T4, a V100), 
 only emulated and several times slower (``torch.cuda.is_bf16_supported()`` counts emulation,
 so it is not asked). On a CPU, "auto" means bf16 autocast where the CPU multiplies bf16
 matrices in hardware (Intel AMX: Sapphire Rapids and later), which made a training step of
-the small preset 1.4x faster on 2 cores (2.46 -> 1.74 s for ~4,500 tokens per side, with
+the small preset 1.38x faster on 2 cores (``benchmarks/bench_precision.py``, with
 attention's core kept in fp32: :func:`transformer_book.nn.attention.fused_attention`), and fp32
 on every other CPU and on Apple GPUs. An optimizer step the scaler skips
 (inf/NaN in the fp16 gradients) is reported by :func:`optimizer_step`, so that the learning
