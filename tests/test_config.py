@@ -220,6 +220,10 @@ def test_bad_numbers_in_a_toml_are_book_errors(tmp_path, text, match):
         ("[data]\nmax_tokens = 4096.0\n", r"\[data\] max_tokens: expected an integer"),
         ("[data]\ndata_dir = 5\n", r"\[data\] data_dir: expected a folder path"),
         ('[data]\ndata_dir = ""\n', r"\[data\] data_dir: expected a folder path"),
+        ("[data]\nbpe_dropout = 1.0\n", r"\[data\] bpe_dropout: expected a number in \[0, 1\) "
+                                       r"\(0: no BPE-dropout\), received 1.0"),
+        ('[data]\nbpe_dropout = "0.1"\n', r"\[data\] bpe_dropout: expected a number in"),
+        ("[data]\nbpe_dropout = nan\n", r"\[data\] bpe_dropout: expected a number in"),
         ("[train]\nlr_factor = 1e45\n", r"\[train\] lr_factor: expected at most .*finite in "
                                         r"float32, received 1e\+45"),
         ("[train]\nlr_factor = inf\n", r"\[train\] lr_factor: expected a finite number > 0"),

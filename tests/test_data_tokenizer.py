@@ -232,3 +232,25 @@ def test_tokens_checks_its_arguments(tiny: BPETokenizer) -> None:
         tiny.tokens(5)  # type: ignore[arg-type]
     with pytest.raises(BookError, match=r"readable: expected True or False, received 'no'"):
         tiny.tokens("Ein Mann", readable="no")  # type: ignore[arg-type]
+
+
+def test_bpe_dropout_keeps_the_text_and_varies_the_segmentation(
+        bpe: BPETokenizer, multi30k_pairs: dict[str, list[tuple[str, str]]]) -> None:
+    texts = [de for de, _ in multi30k_pairs["val"][:200]]
+    plain = bpe.encode_batch(texts)
+    assert bpe.with_dropout(0).encode_batch(texts) == plain  # p = 0: the plain segmentation
+    dropped = bpe.with_dropout(0.1)
+    first, second = dropped.encode_batch(texts), dropped.encode_batch(texts)
+    assert bpe.decode_batch(first) == texts == bpe.decode_batch(second)  # same text
+    assert first != second and first != plain  # fresh draws on every call
+    assert sum(map(len, first)) > sum(map(len, plain))  # skipped merges: more pieces
+    assert all(0 <= i < bpe.vocab_size and i != UNK_ID for row in first for i in row)
+    assert bpe.encode_batch(texts) == plain  # the original is left without dropout
+    always = bpe.with_dropout(0.999)  # (almost) every merge skipped: bytes
+    assert len(always.encode("Hund")) == 4
+
+
+@pytest.mark.parametrize("p", [1.0, -0.1, "0.1", True, float("nan")])
+def test_bpe_dropout_rejects_bad_probabilities(tiny: BPETokenizer, p) -> None:
+    with pytest.raises(BookError, match=r"^p: expected a number in \[0, 1\)"):
+        tiny.with_dropout(p)

@@ -4,6 +4,7 @@ Every test here trains (a few steps of configs/tiny.toml, shrunk): all are marke
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 import shutil
@@ -307,3 +308,52 @@ def test_the_last_checkpoint_holds_the_last_evaluation(multi30k_dir, tmp_path):
     assert result.final_checkpoint.name == "step_00000020"
     evals = load_checkpoint(result.final_checkpoint)["extra"]["evals"]
     assert [e["step"] for e in evals][-1] == 20 and evals[-1]["reason"] == "end of training"
+
+
+def test_bpe_dropout_resegments_every_epoch(multi30k_dir, tmp_path, monkeypatch):
+    """``[data] bpe_dropout``: every epoch trains on a fresh segmentation of the same pairs
+    (the decoded text unchanged, within the length limit), and the run resumes."""
+    from transformer_book.train import loop as loop_module
+
+    seen = []
+    real = loop_module.resegment_train
+
+    def spy(data, p):
+        real(data, p)
+        assert [data.tokenizer.decode(s) for s in data.train_src] == [
+            s for s, _ in data.train_pairs]
+        assert max(map(len, data.train_src)) <= data.stats["max_len"]
+        seen.append((p, [list(s) for s in data.train_src]))
+
+    monkeypatch.setattr(loop_module, "resegment_train", spy)
+    config = _config(multi30k_dir, 25)
+    config.data.bpe_dropout = 0.2
+    result = train(config, tmp_path / "out", **QUICK)
+    assert result.step == 25 and result.epoch >= 2
+    assert len(seen) == result.epoch + 1 and {p for p, _ in seen} == {0.2}
+    assert seen[0][1] != seen[1][1]  # a new segmentation per epoch
+    assert all(torch.isfinite(_losses(result)))
+    record = load_checkpoint(result.final_checkpoint)["config"]["run"]["data"]
+    assert record["bpe_dropout"] == 0.2
+    config.train.max_steps = 30
+    again = train(config, tmp_path / "out", **QUICK)
+    assert again.resumed_from.name == "step_00000025" and again.step == 30
+
+
+def test_a_checkpoint_from_before_bpe_dropout_resumes(finished_run, multi30k_dir, tmp_path):
+    """Checkpoints written before ``[data] bpe_dropout`` existed have no such key: it was 0
+    then, so they resume with 0 and are refused with another value."""
+    root, _ = finished_run
+    shutil.copytree(root / "out", tmp_path / "out")
+    newest = list_checkpoints(tmp_path / "out")[-1] / "checkpoint.json"
+    meta = json.loads(newest.read_text())
+    del meta["config"]["run"]["data"]["bpe_dropout"]
+    newest.write_text(json.dumps(meta))
+    digest = hashlib.sha256(newest.read_bytes()).hexdigest()
+    (newest.parent / "checkpoint.sha256").write_text(f"{digest}  checkpoint.json\n")
+    config = _config(multi30k_dir, 20, eval_every=6)
+    config.data.bpe_dropout = 0.1
+    with pytest.raises(ConfigMismatchError, match=r"\[data\] bpe_dropout: 0.0 in the "
+                       r"checkpoint, 0.1 now"):
+        train(config, tmp_path / "out", **QUICK)
+    assert train(_config(multi30k_dir, 14, eval_every=7), tmp_path / "out", **QUICK).step == 14

@@ -145,6 +145,18 @@ class BPETokenizer:
         _check_specials(tokenizer, "path")
         return cls(tokenizer)
 
+    def with_dropout(self, p: float) -> BPETokenizer:
+        """A copy that skips each BPE merge with probability ``p`` while it encodes
+        (BPE-dropout, Provilkov et al., 2020): the same vocabulary, so the same ids and the
+        same decoded text, but a different segmentation on each call. ``p = 0`` is the
+        plain segmentation. The draws come from ``tokenizers``' own generator, which cannot
+        be seeded."""
+        require(type(p) in (int, float) and 0.0 <= p < 1.0, "p", "a number in [0, 1)",
+                repr(p))
+        copy = Tokenizer.from_str(self._tokenizer.to_str())
+        copy.model.dropout = float(p) if p > 0 else None
+        return BPETokenizer(copy)
+
     # ------------------------------------------------------------------ lookup
     @property
     def vocab_size(self) -> int:

@@ -54,7 +54,10 @@ class DataSection:
 
     ``max_tokens`` counts one side, padding included, like Section 5.1's "approximately
     25000 source tokens and 25000 target tokens"; ``train_subset`` keeps only the first
-    pairs of the training split (``None``: all of them).
+    pairs of the training split (``None``: all of them). ``bpe_dropout`` > 0 re-segments
+    the training pairs every epoch with BPE-dropout (Provilkov et al., 2020; not in the
+    paper): each merge is skipped with that probability; validation and decoding always
+    use the plain segmentation.
     """
 
     src: str = "de"
@@ -64,10 +67,17 @@ class DataSection:
     train_subset: int | None = None
     max_len: int = 256  # sentence pairs longer than this (in BPE tokens) are dropped
     data_dir: str | None = None
+    bpe_dropout: float = 0.0
 
     def __post_init__(self) -> None:
         if isinstance(self.data_dir, os.PathLike):  # a Path is kept as its string
             self.data_dir = os.fspath(self.data_dir)
+
+
+def with_data_defaults(saved: dict[str, Any]) -> dict[str, Any]:
+    """A saved ``[data]`` table (a checkpoint's) with every key added since it was written
+    (``bpe_dropout``) at its default, the value it was trained with; empty stays empty."""
+    return {**dataclasses.asdict(DataSection()), **saved} if saved else saved
 
 
 @dataclass
@@ -216,6 +226,9 @@ def _check_data(d: DataSection, model: TransformerConfig, source: str) -> None:
             "[model] max_len), so that every pair fits in a batch", repr(d.max_tokens))
     if d.train_subset is not None:
         require_positive_int(d.train_subset, f"{where} train_subset")
+    require(type(d.bpe_dropout) in (int, float) and 0.0 <= d.bpe_dropout < 1.0,
+            f"{where} bpe_dropout", "a number in [0, 1) (0: no BPE-dropout)",
+            repr(d.bpe_dropout))
     require(d.data_dir is None or (isinstance(d.data_dir, str) and d.data_dir != ""),
             f"{where} data_dir", "a folder path (a non-empty string) or no such key",
             repr(d.data_dir))

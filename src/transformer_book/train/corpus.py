@@ -3,16 +3,16 @@
 Section 5.1: "Sentences were encoded using byte-pair encoding, which has a shared
 source-target vocabulary". The training loop (:mod:`transformer_book.train.loop`) encodes
 the corpus once with :func:`prepare_data` (which also checks every id once, so that no step
-has to), groups each epoch's token-budget batches into optimizer steps with
-:func:`epoch_steps` and cuts them into teacher-forcing batches with :func:`make_batch` and
-:func:`make_step_batch`.
+has to), re-segments it every epoch with :func:`resegment_train` under BPE-dropout, groups
+each epoch's token-budget batches into optimizer steps with :func:`epoch_steps` and cuts
+them into teacher-forcing batches with :func:`make_batch` and :func:`make_step_batch`.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -22,12 +22,12 @@ from transformer_book.data.batching import TokenBudgetSampler, collate_pairs
 from transformer_book.data.multi30k import load_multi30k
 from transformer_book.data.tokenizer import BOS_ID, EOS_ID, PAD_ID, BPETokenizer
 from transformer_book.run.checkpoint import METADATA, list_checkpoints
-from transformer_book.run.config import RunConfig
+from transformer_book.run.config import RunConfig, with_data_defaults
 from transformer_book.util.files import atomic_write_text
 from transformer_book.util.validation import require
 
 __all__ = ["PreparedData", "StepBatch", "check_ids", "check_same_data", "epoch_steps",
-           "make_batch", "make_step_batch", "prepare_data"]
+           "make_batch", "make_step_batch", "prepare_data", "resegment_train"]
 
 TOKENIZER_FILE = "tokenizer.json"
 TOKENIZER_INFO = "tokenizer-info.json"
@@ -35,7 +35,10 @@ TOKENIZER_INFO = "tokenizer-info.json"
 
 @dataclass
 class PreparedData:
-    """The encoded corpus: BPE ids of the kept train/val pairs and the val texts."""
+    """The encoded corpus: BPE ids of the kept train/val pairs and the val texts.
+
+    ``train_pairs`` are the kept training pairs as text, for :func:`resegment_train`;
+    ``train_src``/``train_tgt`` hold the plain segmentation until it re-segments them."""
 
     tokenizer: BPETokenizer
     tokenizer_path: Path
@@ -45,6 +48,7 @@ class PreparedData:
     val_tgt: list[list[int]]
     val_references: list[str]
     stats: dict[str, Any]
+    train_pairs: list[tuple[str, str]] = field(default_factory=list)
 
 
 def _filter(src: list[list[int]], tgt: list[list[int]], limit: int) -> list[int]:
@@ -103,10 +107,10 @@ def prepare_data(run_config: RunConfig, out_dir: str | Path, *, is_main: bool = 
         tgt = tokenizer.encode_batch([t for _, t in pairs])
         keep = _filter(src, tgt, limit)
         encoded[split] = ([src[i] for i in keep], [tgt[i] for i in keep],
-                          [pairs[i][1] for i in keep])
+                          [pairs[i][1] for i in keep], [pairs[i] for i in keep])
     require(len(encoded["train"][0]) > 0, "[data]", "training pairs within max_len",
             f"none of {len(train_pairs)} pairs is at most {limit} BPE tokens long")
-    for split, (src, tgt, _) in encoded.items():
+    for split, (src, tgt, _, _) in encoded.items():
         check_ids(src, tokenizer.vocab_size, f"{split} sources")
         check_ids(tgt, tokenizer.vocab_size, f"{split} targets")
     stats = {"train_pairs": len(train_pairs), "train_kept": len(encoded["train"][0]),
@@ -115,7 +119,32 @@ def prepare_data(run_config: RunConfig, out_dir: str | Path, *, is_main: bool = 
              "train_src_tokens": sum(map(len, encoded["train"][0])),
              "train_tgt_tokens": sum(map(len, encoded["train"][1]))}
     return PreparedData(tokenizer, path, encoded["train"][0], encoded["train"][1],
-                        encoded["val"][0], encoded["val"][1], encoded["val"][2], stats)
+                        encoded["val"][0], encoded["val"][1], encoded["val"][2], stats,
+                        encoded["train"][3])
+
+
+def resegment_train(data: PreparedData, p: float) -> None:
+    """Re-encode the kept training pairs with BPE-dropout (Provilkov et al., 2020).
+
+    Each merge is skipped with probability ``p`` (:meth:`BPETokenizer.with_dropout`), so
+    every call gives ``data.train_src``/``train_tgt`` a fresh segmentation of the same
+    text, with the same vocabulary. The set of pairs does not change: a pair whose new
+    segmentation is longer than the corpus's limit (``stats["max_len"]``) keeps its plain
+    one. The ids need no new check (the vocabulary is the checked one). Draws are not
+    seeded (``tokenizers``' own generator): two runs, or a run and its resumption, see
+    different segmentations.
+    """
+    require(len(data.train_pairs) == len(data.train_src), "data",
+            "a PreparedData from prepare_data (with its training texts)",
+            f"{len(data.train_pairs)} texts for {len(data.train_src)} pairs")
+    dropped = data.tokenizer.with_dropout(p)
+    src = dropped.encode_batch([s for s, _ in data.train_pairs])
+    tgt = dropped.encode_batch([t for _, t in data.train_pairs])
+    limit = data.stats["max_len"]
+    for i, (s, t) in enumerate(zip(src, tgt, strict=True)):
+        if len(s) > limit or len(t) > limit - 1:  # as _filter's limits
+            src[i], tgt[i] = data.train_src[i], data.train_tgt[i]
+    data.train_src, data.train_tgt = src, tgt
 
 
 def _read_json(path: Path) -> Any:
@@ -136,9 +165,10 @@ def check_same_data(run_config: RunConfig, checkpoint: Path) -> None:
     if not isinstance(saved, dict):
         return
     now = run_config.to_dict()["data"]
-    changed = [f"[data] {key}: {saved.get(key)!r} in the checkpoint, {now.get(key)!r} now"
-               for key in sorted(set(saved) | set(now))
-               if key != "data_dir" and saved.get(key) != now.get(key)]
+    before = with_data_defaults(saved)
+    changed = [f"[data] {key}: {before.get(key)!r} in the checkpoint, {now.get(key)!r} now"
+               for key in sorted(set(before) | set(now))
+               if key != "data_dir" and before.get(key) != now.get(key)]
     require(not changed, "resume", f"the config of the checkpoint {checkpoint}",
             "; ".join(changed) + " (use another --out folder, or --no-resume after "
             "removing the checkpoints)")

@@ -41,9 +41,15 @@ import torch.distributed as dist
 
 from transformer_book.run.checkpoint import checkpoint_name, list_checkpoints
 from transformer_book.run.config import RunConfig
-from transformer_book.train.corpus import epoch_steps, make_step_batch
+from transformer_book.train.corpus import epoch_steps, make_step_batch, resegment_train
 from transformer_book.train.runtime import all_reduce, setup_distributed
-from transformer_book.train.session import Session, TrainOptions, open_session, save_session
+from transformer_book.train.session import (
+    Session,
+    TrainOptions,
+    make_sampler,
+    open_session,
+    save_session,
+)
 from transformer_book.train.step import NonFiniteLossError, train_step
 from transformer_book.train.validate import validate
 from transformer_book.util.env import require_device
@@ -171,7 +177,7 @@ def _train(run: Session) -> TrainingResult:
               f"{run.data.stats['train_kept']:,} training pairs, vocab {run.config.vocab_size}")
     _log(run, f"  {run.device} {run.trainer.precision}, {run.info.world_size} process(es)"
               + (f", resuming from {run.resumed_from.name}" if run.resumed_from else ""))
-    run.chunks = epoch_steps(run.sampler, run.epoch, t.accumulation)
+    run.chunks = _epoch_chunks(run)
     try:
         while _budget_left(run):
             if run.position >= _micro_batches(run.chunks):  # epoch finished (e.g. on resume)
@@ -313,7 +319,16 @@ def _out_of_time(run: Session) -> bool:
 
 def _next_epoch(run: Session) -> None:
     run.epoch, run.position = run.epoch + 1, 0
-    run.chunks = epoch_steps(run.sampler, run.epoch, run.run_config.train.accumulation)
+    run.chunks = _epoch_chunks(run)
+
+
+def _epoch_chunks(run: Session) -> list[list[list[int]]]:
+    """The epoch's optimizer steps; under BPE-dropout (``[data] bpe_dropout``), on a fresh
+    segmentation of the training pairs, batched anew (their lengths changed)."""
+    if run.run_config.data.bpe_dropout > 0:
+        resegment_train(run.data, run.run_config.data.bpe_dropout)
+        run.sampler = make_sampler(run.data, run.run_config, run.info)
+    return epoch_steps(run.sampler, run.epoch, run.run_config.train.accumulation)
 
 
 def _log(run: Session, message: str) -> None:

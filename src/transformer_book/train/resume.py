@@ -21,7 +21,7 @@ from torch import nn
 
 from transformer_book.nn.config import LEGACY_LAYOUT, TransformerConfig
 from transformer_book.run.checkpoint import load_checkpoint
-from transformer_book.run.config import RunConfig
+from transformer_book.run.config import RunConfig, with_data_defaults
 from transformer_book.util.rng import restore_rng_state
 from transformer_book.util.validation import BookError, require
 
@@ -76,7 +76,7 @@ def check_compatible(meta: dict[str, Any], run_config: RunConfig, config: Transf
     if model and "final_norm" not in model and "generator_bias" not in model:
         model = {**model, **LEGACY_LAYOUT}  # saved before the layout fields: nn.Transformer's
     pairs = [("model", model, config.to_dict(), ()),
-             ("data", _table(run.get("data")), now["data"], ("data_dir",)),
+             ("data", with_data_defaults(_table(run.get("data"))), now["data"], ("data_dir",)),
              ("train", _table(run.get("train")), now["train"], BOOKKEEPING)]
     problems = [f"[{section}] {key}: {old.get(key)!r} in the checkpoint, {new.get(key)!r} now"
                 for section, old, new, free in pairs

@@ -38,7 +38,7 @@ from transformer_book.util.rng import capture_rng_state
 from transformer_book.util.timing import Stopwatch
 from transformer_book.util.validation import fail, require_bool, require_positive_int
 
-__all__ = ["Session", "TrainOptions", "open_session", "save_session"]
+__all__ = ["Session", "TrainOptions", "make_sampler", "open_session", "save_session"]
 
 
 @dataclass(frozen=True)
@@ -100,6 +100,16 @@ class Session:
         return sum(p.numel() for p in self.raw_model.parameters())
 
 
+def make_sampler(data: PreparedData, run_config: RunConfig, info: DistInfo
+                 ) -> TokenBudgetSampler:
+    """Section 5.1's token-budget batches over the current segmentation of the corpus,
+    shuffled per epoch from ``[train] seed``, this process's share of them."""
+    return TokenBudgetSampler([len(s) for s in data.train_src], run_config.data.max_tokens,
+                              [len(y) + 1 for y in data.train_tgt], shuffle=True,
+                              seed=run_config.train.seed, num_replicas=info.world_size,
+                              rank=info.rank)
+
+
 def open_session(run_config: RunConfig, out_dir: Path, options: TrainOptions, info: DistInfo,
                  device: torch.device, watch: Stopwatch) -> Session:
     """Data, model, optimizer, schedule and sampler, restored from the newest checkpoint
@@ -111,6 +121,10 @@ def open_session(run_config: RunConfig, out_dir: Path, options: TrainOptions, in
                    "holds some; resume, delete them or choose another folder)",
                    [p.name for p in existing])
     precision = resolve_precision(t.precision, device)
+    if d.bpe_dropout > 0 and info.enabled:  # unseeded draws: the processes would disagree
+        raise fail("[data] bpe_dropout", "0 when training with several processes (each "
+                   "would segment the corpus differently, and their batches would not match)",
+                   f"{d.bpe_dropout} with {info.world_size} processes")
     if existing:  # refused before the data (and the folder's tokenizer) are touched
         check_resumable(existing[-1], run_config, info.world_size, precision)
     data = prepare_data(run_config, out_dir, is_main=info.is_main, barrier=info.barrier,
@@ -120,9 +134,7 @@ def open_session(run_config: RunConfig, out_dir: Path, options: TrainOptions, in
     raw_model = Transformer(config).to(device)
     optimizer, scheduler = make_optimizer(raw_model, config.d_model, t.warmup_steps, t.lr_factor)
     scaler = make_scaler(precision, device)
-    sampler = TokenBudgetSampler([len(s) for s in data.train_src], d.max_tokens,
-                                 [len(y) + 1 for y in data.train_tgt], shuffle=True,
-                                 seed=t.seed, num_replicas=info.world_size, rank=info.rank)
+    sampler = make_sampler(data, run_config, info)
     state = (restore_run(existing[-1], raw_model, optimizer, scheduler, scaler, run_config,
                          config, info.world_size, device, precision) if existing
              else RunState())
