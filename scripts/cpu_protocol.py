@@ -1,6 +1,7 @@
 """Choose a trained run's checkpoint rule on val, freeze it, then score test once.
 
     python scripts/cpu_protocol.py --run runs/small --results results
+    python scripts/cpu_protocol.py --run runs/small --against runs/small-dropout0.2
 
 After ``transformer-book train --config configs/small.toml`` (chapter 10's CPU run), the
 run folder holds the last ``keep_last`` checkpoints and the ``keep_best`` of lowest val
@@ -15,6 +16,11 @@ wins (ties: the earlier in this list). The choice is written to ``results/`` *be
 test split is read; then the winner alone is scored on test_2016_flickr, once, with a 95%
 bootstrap interval, and the protocol record names every val score beside the test score.
 Each evaluation also writes its own ``evaluate`` record, as ``transformer-book evaluate``.
+
+``--against RUN`` (repeatable) adds the three rules of other runs of the same data, a
+configuration tried earlier, to the choice on val: the candidates are then named
+``folder: rule``. If an earlier run wins with checkpoints whose test score an earlier
+protocol took, test is not read again: the record says so and names that score.
 """
 
 from __future__ import annotations
@@ -46,32 +52,74 @@ def evaluate(run: str, split: str, extra: list[str], results: str, hypotheses: P
     return read_records(results, "evaluate")[-1]
 
 
+def candidates(run: str, against: list[str]) -> dict[str, tuple[str, list[str]]]:
+    """name -> (run folder, evaluate arguments), in tie-breaking order: ``run``'s rules
+    first, named by rule alone when there is no ``--against``."""
+    runs = [run, *against]
+    names = {r: Path(r).name for r in runs}
+    if len(set(names.values())) < len(runs):  # two folders of one name: use the paths
+        names = {r: r for r in runs}
+    return {(f"{names[r]}: {rule}" if against else rule): (r, extra)
+            for r in runs for rule, extra in VARIANTS.items()}
+
+
+def choose_on_val(options: dict[str, tuple[str, list[str]]], results: str, work: Path
+                  ) -> tuple[str, dict, str]:
+    """Score every candidate on val; the best BLEU (ties: the earlier) and its comparison
+    with the runner-up (paired bootstrap and sacreBLEU's paired test)."""
+    val_refs = [t for _, t in load_multi30k("val")]
+    scored, texts = {}, {}
+    for i, (name, (run, extra)) in enumerate(options.items()):
+        hypotheses = work / f"{i}.val.txt"
+        record = evaluate(run, "val", extra, results, hypotheses)
+        texts[name] = hypotheses.read_text().splitlines()
+        scored[name] = {"run": run, "bleu": record["bleu"], "chrf": record["chrf"],
+                        "selection": record["selection"], "signature": record["signature"]}
+        print(f"val {name}: BLEU {record['bleu']:.2f}, chrF++ {record['chrf']:.2f}")
+    order = list(options)
+    chosen = max(order, key=lambda n: (scored[n]["bleu"], -order.index(n)))
+    runner_up = max((n for n in order if n != chosen), key=lambda n: scored[n]["bleu"])
+    versus = compare_systems(texts[runner_up], texts[chosen], val_refs,
+                             names=(runner_up, chosen))
+    return chosen, scored, str(versus)
+
+
+def earlier_test(results: str, selection: dict) -> dict | None:
+    """The newest protocol record whose test score is of the checkpoints ``selection``
+    names (matched by the evaluate record's selection: the steps and their val loss, which
+    do not depend on where the run folder is now)."""
+    done = [r for r in read_records(results, "protocol")
+            if r.get("test") and r["variants"][r["chosen"]]["selection"] == selection]
+    return done[-1] if done else None
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--run", default="runs/small", help="run folder (default runs/small)")
+    parser.add_argument("--against", action="append", default=[], metavar="RUN",
+                        help="an earlier run folder whose rules join the choice on val")
     parser.add_argument("--results", default="results", help="records folder")
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="protocol-"))
-    val_refs = [t for _, t in load_multi30k("val")]
-    scored, texts = {}, {}
-    for name, extra in VARIANTS.items():
-        record = evaluate(args.run, "val", extra, args.results, work / f"{name}.val.txt")
-        texts[name] = (work / f"{name}.val.txt").read_text().splitlines()
-        scored[name] = {"bleu": record["bleu"], "chrf": record["chrf"],
-                        "selection": record["selection"], "signature": record["signature"]}
-        print(f"val {name}: BLEU {record['bleu']:.2f}, chrF++ {record['chrf']:.2f}")
-    chosen = max(VARIANTS, key=lambda n: (scored[n]["bleu"], -list(VARIANTS).index(n)))
-    runner_up = max((n for n in VARIANTS if n != chosen), key=lambda n: scored[n]["bleu"])
-    versus = compare_systems(texts[runner_up], texts[chosen], val_refs,
-                             names=(runner_up, chosen))
-    frozen = {"kind": "protocol", "run": args.run, "split_for_choice": "val",
-              "decoding": {"beam_size": 4, "alpha": 0.6}, "variants": scored,
-              "chosen": chosen, "chosen_vs_runner_up_on_val": str(versus), "test": None}
+    options = candidates(args.run, args.against)
+    chosen, scored, versus = choose_on_val(options, args.results, work)
+    run, extra = options[chosen]
+    frozen = {"kind": "protocol", "run": run, "runs": [args.run, *args.against],
+              "split_for_choice": "val", "decoding": {"beam_size": 4, "alpha": 0.6},
+              "variants": scored, "chosen": chosen, "chosen_vs_runner_up_on_val": versus,
+              "test": None}
+    before = earlier_test(args.results, scored[chosen]["selection"]) if run != args.run else None
+    if before is not None:  # a configuration tried before: its protocol read test already
+        frozen["test_already_scored"] = {"protocol_written": before["written"].isoformat(),
+                                         "bleu": before["test"]["bleu"]}
+        path = write_record(args.results, "protocol", "small-frozen", frozen)
+        print(f"frozen on val: {chosen}, a run tried before; test is not read again (its "
+              f"test BLEU {before['test']['bleu']:.2f} stands); record {path}")
+        return 0
     frozen_path = write_record(args.results, "protocol", "small-frozen", frozen)
     print(f"frozen on val: {chosen} ({frozen_path}); now test, once")
-    test = evaluate(args.run, TEST_SPLIT, VARIANTS[chosen], args.results,
-                    work / f"{chosen}.test.txt")
-    hypotheses = (work / f"{chosen}.test.txt").read_text().splitlines()
+    test = evaluate(run, TEST_SPLIT, extra, args.results, work / "chosen.test.txt")
+    hypotheses = (work / "chosen.test.txt").read_text().splitlines()
     refs = [t for _, t in load_multi30k(TEST_SPLIT)]
     low, high = bootstrap_interval(hypotheses, refs)
     chrf_low, chrf_high = bootstrap_interval(hypotheses, refs, metric="chrf")

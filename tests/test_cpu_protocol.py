@@ -1,0 +1,104 @@
+"""scripts/cpu_protocol.py: the checkpoint rule (and, with --against, the run) is chosen on
+val, frozen, and only then is test read, once; a run that already had its test score is
+never scored on test again. ``evaluate`` is replaced by a stand-in that writes hypotheses
+and returns records (the real one is ``transformer-book evaluate``, tested in
+test_evaluate.py), so every call, and every split it read, is seen."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture
+def protocol(monkeypatch, tmp_path):
+    spec = importlib.util.spec_from_file_location(
+        "cpu_protocol", REPO_ROOT / "scripts" / "cpu_protocol.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    refs = {"val": ["a man runs .", "two dogs play .", "a red car ."],
+            "test_2016_flickr": ["a girl sings .", "the sun sets ."]}
+    monkeypatch.setattr(module, "load_multi30k",
+                        lambda split: [("de", r) for r in refs[split]])
+    calls = []
+
+    def evaluate(run, split, extra, results, hypotheses):
+        calls.append((run, split, tuple(extra)))
+        bleu = BLEU[(Path(run).name, tuple(extra), split)]
+        lines = refs[split] if bleu > 50 else ["a man ."] * len(refs[split])
+        hypotheses.write_text("\n".join(lines) + "\n")
+        steps = [100 * len(run) + len(extra)]  # one selection per run and rule
+        return {"bleu": bleu, "chrf": bleu + 10, "ter": 50.0, "signature": "sig",
+                "chrf_signature": "csig", "ter_signature": "tsig",
+                "selection": {"averaged_steps": steps, "run": Path(run).name}}
+
+    monkeypatch.setattr(module, "evaluate", evaluate)
+    return module, calls, tmp_path / "results"
+
+
+LAST, BEST, BEST5 = (tuple(v) for v in (["--select", "last", "--average", "5"],
+                                        ["--select", "best-val"],
+                                        ["--select", "best-val", "--average", "5"]))
+BLEU = {("new", LAST, "val"): 41.0, ("new", BEST, "val"): 40.0, ("new", BEST5, "val"): 41.0,
+        ("new", LAST, "test_2016_flickr"): 60.0,
+        ("old", LAST, "val"): 40.9, ("old", BEST, "val"): 39.6, ("old", BEST5, "val"): 40.9,
+        ("old", LAST, "test_2016_flickr"): 60.0,
+        ("better", LAST, "val"): 45.0, ("better", BEST, "val"): 30.0,
+        ("better", BEST5, "val"): 30.0, ("better", LAST, "test_2016_flickr"): 60.0}
+
+
+def _run(module, monkeypatch, results, *args):
+    """Run the script; returns the protocol records it wrote (the frozen one first)."""
+    before = set(results.glob("protocol-*.json"))
+    monkeypatch.setattr(sys, "argv", ["cpu_protocol.py", "--results", str(results), *args])
+    assert module.main() == 0
+    new = sorted(set(results.glob("protocol-*.json")) - before,
+                 key=lambda p: "frozen" not in p.name)
+    return [json.loads(p.read_text()) for p in new]
+
+
+def test_one_run_chooses_a_rule_on_val_then_reads_test_once(protocol, monkeypatch):
+    module, calls, results = protocol
+    frozen, final = _run(module, monkeypatch, results, "--run", "runs/new")
+    assert [c[1] for c in calls] == ["val"] * 3 + ["test_2016_flickr"]
+    assert calls[-1] == ("runs/new", "test_2016_flickr", LAST)  # the tie goes to last-5
+    assert frozen["test"] is None and frozen["chosen"] == "last-5"
+    assert final["test"]["bleu"] == 60.0 and set(final["variants"]) == {
+        "last-5", "best-val", "best-val-5"}
+
+
+def test_against_other_runs_the_choice_spans_them_all(protocol, monkeypatch):
+    module, calls, results = protocol
+    _run(module, monkeypatch, results, "--run", "runs/old")  # its own protocol, test once
+    calls.clear()
+    _, record = _run(module, monkeypatch, results, "--run", "runs/new", "--against",
+                     "runs/better")  # 'better' never had a protocol: its test is read once
+    assert [split for _, split, _ in calls] == ["val"] * 6 + ["test_2016_flickr"]
+    assert record["chosen"] == "better: last-5" and calls[-1][0] == "runs/better"
+    calls.clear()
+    _, record = _run(module, monkeypatch, results, "--run", "runs/new", "--against",
+                     "runs/old")
+    assert record["chosen"] == "new: last-5" and calls[-1][1] == "test_2016_flickr"
+    assert list(record["variants"])[:3] == ["new: last-5", "new: best-val", "new: best-val-5"]
+
+
+def test_the_earlier_test_score_is_found_by_its_checkpoints(protocol, monkeypatch):
+    module, calls, results = protocol
+    _run(module, monkeypatch, results, "--run", "runs/old")
+    BLEU[("new", LAST, "val")] = BLEU[("new", BEST5, "val")] = 40.0
+    try:
+        calls.clear()
+        (record,) = _run(module, monkeypatch, results, "--run", "runs/new", "--against",
+                         "runs/old")
+    finally:
+        BLEU[("new", LAST, "val")] = BLEU[("new", BEST5, "val")] = 41.0
+    assert all(split == "val" for _, split, _ in calls)
+    assert record["chosen"] == "old: last-5" and record["test"] is None
+    assert record["test_already_scored"]["bleu"] == 60.0
+    assert json.loads(json.dumps(record["runs"])) == ["runs/new", "runs/old"]
