@@ -357,3 +357,21 @@ def test_a_checkpoint_from_before_bpe_dropout_resumes(finished_run, multi30k_dir
                        r"checkpoint, 0.1 now"):
         train(config, tmp_path / "out", **QUICK)
     assert train(_config(multi30k_dir, 14, eval_every=7), tmp_path / "out", **QUICK).step == 14
+
+
+def test_bpe_dropout_is_refused_with_several_processes(multi30k_dir, tmp_path):
+    """Each process would draw its own segmentation (the draws cannot be seeded), so their
+    epochs would have different batches: refused before anything is read or written."""
+    from transformer_book.train.runtime import DistInfo
+    from transformer_book.train.session import TrainOptions, open_session
+    from transformer_book.util.timing import Stopwatch
+
+    config = _config(multi30k_dir)
+    config.data.bpe_dropout = 0.1
+    with pytest.raises(BookError, match=r"^\[data\] bpe_dropout: expected 0 when training "
+                       r"with several processes .* received 0.1 with 2 processes"):
+        options = TrainOptions(resume=True, progress=False, on_eval=None, results_dir=None,
+                               name="tiny", command=None, bleu_sentences=4, val_sentences=16)
+        open_session(config, tmp_path / "out", options,
+                     DistInfo(rank=0, world_size=2), torch.device("cpu"), Stopwatch())
+    assert not (tmp_path / "out").exists()
