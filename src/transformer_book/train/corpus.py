@@ -83,20 +83,9 @@ def prepare_data(run_config: RunConfig, out_dir: str | Path, *, is_main: bool = 
     if d.train_subset is not None:
         train_pairs = train_pairs[: d.train_subset]
     val_pairs = load_multi30k("val", d.src, d.tgt, d.data_dir)[:val_sentences]
-    path, info_path = out_dir / TOKENIZER_FILE, out_dir / TOKENIZER_INFO
     info = {"src": d.src, "tgt": d.tgt, "vocab_size": d.vocab_size,
             "train_subset": d.train_subset, "train_pairs": len(train_pairs)}
-    saved_info = _read_json(info_path)
-    cached = path.is_file() and saved_info == info
-    # The checkpoints were trained with this tokenizer: never replace it under them.
-    require(cached or not (checkpoints and path.is_file()), str(path),
-            f"a tokenizer trained with {info} ({TOKENIZER_INFO}), as the checkpoints in "
-            f"{out_dir} would be", f"{saved_info} (use another out folder)")
-    if is_main and not cached:
-        out_dir.mkdir(parents=True, exist_ok=True)
-        texts = [s for s, _ in train_pairs] + [t for _, t in train_pairs]
-        BPETokenizer.train(texts, d.vocab_size).save(path)
-        atomic_write_text(info_path, json.dumps(info, indent=2) + "\n")
+    path = _train_or_reuse_tokenizer(out_dir, info, train_pairs, bool(checkpoints), is_main)
     if barrier is not None:
         barrier()
     tokenizer = BPETokenizer.load(path)
@@ -121,6 +110,24 @@ def prepare_data(run_config: RunConfig, out_dir: str | Path, *, is_main: bool = 
     return PreparedData(tokenizer, path, encoded["train"][0], encoded["train"][1],
                         encoded["val"][0], encoded["val"][1], encoded["val"][2], stats,
                         encoded["train"][3])
+
+
+def _train_or_reuse_tokenizer(out_dir: Path, info: dict, train_pairs: list,
+                              has_checkpoints: bool, is_main: bool) -> Path:
+    """The path of ``out_dir``'s tokenizer, trained on ``train_pairs`` unless ``info``
+    matches the one it was trained with. Under checkpoints it is never replaced."""
+    path, info_path = out_dir / TOKENIZER_FILE, out_dir / TOKENIZER_INFO
+    saved_info = _read_json(info_path)
+    cached = path.is_file() and saved_info == info
+    require(cached or not (has_checkpoints and path.is_file()), str(path),
+            f"a tokenizer trained with {info} ({TOKENIZER_INFO}), as the checkpoints in "
+            f"{out_dir} would be", f"{saved_info} (use another out folder)")
+    if is_main and not cached:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        texts = [s for s, _ in train_pairs] + [t for _, t in train_pairs]
+        BPETokenizer.train(texts, info["vocab_size"]).save(path)
+        atomic_write_text(info_path, json.dumps(info, indent=2) + "\n")
+    return path
 
 
 def resegment_train(data: PreparedData, p: float) -> None:
