@@ -64,6 +64,14 @@ def test_third_cell_imports_seeds_and_picks_device(path):
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_setup_cell_fits_in_twelve_lines(path):
+    """The setup cell imports what the whole chapter needs and no more; a name is imported
+    in the cell that first uses it."""
+    lines = read(path).cells[2].source.strip().splitlines()
+    assert len(lines) <= 12, f"{path.name}: the setup cell has {len(lines)} lines, at most 12"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
 def test_outputs_are_stored_and_error_free(path):
     code = [c for c in read(path).cells if c.cell_type == "code"]
     assert any(c.outputs for c in code), f"{path.name}: run `make execute` to store outputs"
