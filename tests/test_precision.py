@@ -80,8 +80,13 @@ def test_a_cpu_with_bf16_units_trains_auto_and_bf16_in_bf16(amx, precision, expe
 
 def test_the_cpu_check_asks_for_amx_tiles(monkeypatch):
     for present in (True, False):
-        monkeypatch.setattr(torch.cpu, "_is_amx_tile_supported", lambda p=present: p)
+        flags = {"amx_tile": present, "avx512_bf16": True}
+        monkeypatch.setattr(torch.cpu, "get_capabilities", lambda f=flags: f)
         assert runtime.cpu_has_native_bf16() is present
+    monkeypatch.setattr(torch.cpu, "get_capabilities", lambda: {"avx2": True})
+    assert runtime.cpu_has_native_bf16() is False  # a flag missing is no AMX
+    monkeypatch.delattr(torch.cpu, "get_capabilities")
+    assert runtime.cpu_has_native_bf16() is False  # an older PyTorch without the query
 
 
 def test_explicit_choices_are_kept_where_the_gpu_has_them(gpu):

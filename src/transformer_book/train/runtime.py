@@ -48,8 +48,13 @@ BF16_CAPABILITY = (8, 0)
 
 def cpu_has_native_bf16() -> bool:
     """Whether this CPU has bf16 matrix units (Intel AMX tiles), which make bf16 autocast
-    faster than fp32; without them (AVX-512 alone, AMD, ARM) bf16 gains nothing."""
-    return bool(torch.cpu._is_amx_tile_supported())
+    faster than fp32; without them (AVX-512 alone, AMD, ARM) bf16 gains nothing.
+
+    Read from ``torch.cpu.get_capabilities()`` (its ``amx_tile`` flag); a PyTorch too old to
+    offer it counts as no AMX, so "auto" stays fp32 there.
+    """
+    capabilities = getattr(torch.cpu, "get_capabilities", None)
+    return capabilities is not None and bool(capabilities().get("amx_tile", False))
 
 
 def resolve_precision(precision: str, device: torch.device | str) -> str:
