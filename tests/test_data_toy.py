@@ -161,3 +161,25 @@ def test_require_examples() -> None:
         require_examples([([4], [])])
     with pytest.raises(BookError, match=r"examples: expected ids in \[0, 6\), received ids in \[4"):
         require_examples([([4, 6], [6, 4])], vocab_size=6)
+
+
+def test_two_seeds_overlap_but_exclude_makes_the_sets_disjoint():
+    """Chapter 09's held-out set: another seed alone repeats short sources; ``exclude``
+    keeps every held-out source out of the training set, and changes nothing else."""
+    held_out = make_toy_task("reverse", 200, min_len=3, max_len=10, vocab_size=16, seed=2)
+    sources = {tuple(s) for s, _ in held_out}
+    plain = make_toy_task("reverse", 5000, min_len=3, max_len=10, vocab_size=16, seed=1)
+    assert sources & {tuple(s) for s, _ in plain}, "the overlap the exclusion removes"
+    train = make_toy_task("reverse", 5000, min_len=3, max_len=10, vocab_size=16, seed=1,
+                          exclude=[s for s, _ in held_out])
+    assert len(train) == 5000
+    assert not sources & {tuple(s) for s, _ in train}, "no held-out source in training"
+    assert all(t == s[::-1] for s, t in train), "still the reverse task"
+
+
+def test_exclude_that_leaves_nothing_is_refused():
+    every = [[a] for a in range(4, 6)]  # vocab_size 6: the only sources of length 1
+    with pytest.raises(BookError, match="exclude"):
+        make_toy_task("copy", 3, min_len=1, max_len=1, vocab_size=6, exclude=every)
+    assert make_toy_task("copy", 3, min_len=1, max_len=1, vocab_size=6,
+                         exclude=every[:1]) == [([5], [5])] * 3

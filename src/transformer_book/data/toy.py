@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import random
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 
 import torch
@@ -91,12 +91,16 @@ def make_toy_task(
     max_len: int = 10,
     vocab_size: int = 16,
     seed: int = 0,
+    exclude: Collection[Sequence[int]] = (),
 ) -> list[Example]:
     """Random ``(source, target)`` id lists for the copy, reverse or sort task.
 
     Sources have a length drawn uniformly from ``[min_len, max_len]`` and tokens drawn
     uniformly from ``[4, vocab_size)``; the target is the source copied, reversed or
-    sorted (ascending). The same ``seed`` gives the same examples.
+    sorted (ascending). The same ``seed`` gives the same examples. A source listed in
+    ``exclude`` is drawn again, so a training set made with ``exclude`` set to a held-out
+    set's sources is disjoint from it by construction (two seeds alone are not: short
+    sources repeat).
 
     Args:
         name: ``"copy"``, ``"reverse"`` or ``"sort"``.
@@ -104,6 +108,7 @@ def make_toy_task(
         min_len, max_len: length range of the sources (1 <= min_len <= max_len).
         vocab_size: total ids including the 4 specials, so >= 5.
         seed: random seed.
+        exclude: sources that must not be drawn.
     """
     require_one_of(name, "name", TOY_TASKS)
     require_positive_int(num_examples, "num_examples")
@@ -112,11 +117,19 @@ def make_toy_task(
     require(min_len <= max_len, "min_len", f"at most max_len={max_len}", min_len)
     require_positive_int(vocab_size, "vocab_size", minimum=FIRST_TOKEN_ID + 1)
     transform = {"copy": list, "reverse": lambda s: s[::-1], "sort": sorted}[name]
+    excluded = {tuple(source) for source in exclude}
+    symbols = vocab_size - FIRST_TOKEN_ID
+    left = sum(symbols**n - sum(len(s) == n for s in excluded)
+               for n in range(min_len, max_len + 1))
+    require(left > 0, "exclude", "to leave at least one source of the lengths asked for",
+            f"all {len(excluded)} of them excluded")
     rng = random.Random(seed)
     examples: list[Example] = []
-    for _ in range(num_examples):
+    while len(examples) < num_examples:
         length = rng.randint(min_len, max_len)
         source = [rng.randrange(FIRST_TOKEN_ID, vocab_size) for _ in range(length)]
+        if excluded and tuple(source) in excluded:
+            continue  # drawn again: this source is held out
         examples.append((source, list(transform(source))))
     return examples
 
