@@ -40,7 +40,7 @@ def test_book_error_is_a_value_error_with_the_standard_message():
         (lambda v: require_int(v, "n"), -3, -3),
         (lambda v: require_int(v, "n", minimum=0, maximum=4), 4, 4),
         (lambda v: require_positive_int(v, "n"), 1, 1),
-        (lambda v: require_positive_int(v, "n", minimum=0), 0, 0),
+        (lambda v: require_int(v, "n", minimum=0), 0, 0),
         (lambda v: require_number(v, "x"), 2, 2.0),
         (lambda v: require_number(v, "x", minimum=0.0, maximum=1.0), 1.0, 1.0),
         (lambda v: require_positive_number(v, "x"), 1e-9, 1e-9),

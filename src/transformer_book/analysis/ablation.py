@@ -117,8 +117,8 @@ def ablation_data(
     the short sentences a small model can learn in minutes. The tokenizer file lives in a
     temporary folder; the returned tokenizer is already loaded.
     """
-    require_positive_int(vocab_size, "vocab_size", minimum=8)
-    require_positive_int(max_len, "max_len", minimum=2)
+    require_int(vocab_size, "vocab_size", minimum=8)
+    require_int(max_len, "max_len", minimum=2)
     run_config = RunConfig(data=DataSection(vocab_size=vocab_size, max_len=max_len,
                                             train_subset=train_subset, data_dir=data_dir))
     with tempfile.TemporaryDirectory(prefix="ablation-bpe-") as folder:
@@ -223,7 +223,7 @@ def evaluate_variant(model: nn.Module, data: PreparedData, *, bleu_sentences: in
     detokenises them (``translations``, aligned with ``data.val_references``) and scores
     them with sacreBLEU (0 sentences: no BLEU, reported as NaN, no translations).
     """
-    require_positive_int(bleu_sentences, "bleu_sentences", minimum=0)
+    require_int(bleu_sentences, "bleu_sentences", minimum=0)
     device = device if device is not None else next(model.parameters()).device
     losses = validation_loss(model, data.val_src, data.val_tgt, label_smoothing=0.0,
                              max_tokens=max_tokens, device=device)
@@ -269,7 +269,7 @@ def train_variant(
     require(config.vocab_size == data.tokenizer.vocab_size, "config",
             f"vocab_size={data.tokenizer.vocab_size} (the tokenizer's)", config.vocab_size)
     require_positive_int(steps, "steps")
-    require_positive_int(seed, "seed", minimum=0)
+    require_int(seed, "seed", minimum=0)
     for ids, what in ((data.train_src, "training sources"), (data.train_tgt, "training targets")):
         check_ids(ids, config.vocab_size, what)  # once here, never inside a step
     device = get_device() if device is None else torch.device(device)

@@ -283,7 +283,7 @@ def path_length_convs2s(n: int, k: int, causal: bool = True) -> int:
     ``(k-1)/2`` per layer to the left, so ``ceil((n-1)/((k-1)//2))``.
     """
     n = require_positive_int(n, "n")
-    k = require_positive_int(k, "k", minimum=2 if causal else 3)
+    k = require_int(k, "k", minimum=2 if causal else 3)
     reach = k - 1 if causal else (k - 1) // 2
     return -(-(n - 1) // reach)  # ceil((n - 1) / reach) in integers
 
@@ -297,9 +297,8 @@ def path_length_dilated(n: int, k: int, dilation_base: int | None = None) -> int
     Computed in integers, so there is no floating-point rounding at powers of k.
     """
     n = require_positive_int(n, "n")
-    k = require_positive_int(k, "k", minimum=2)
-    base = k if dilation_base is None else require_positive_int(dilation_base, "dilation_base",
-                                                                minimum=2)
+    k = require_int(k, "k", minimum=2)
+    base = k if dilation_base is None else require_int(dilation_base, "dilation_base", minimum=2)
     layers, seen, dilation = 0, 1, 1
     while seen < n:
         seen += (k - 1) * dilation

@@ -18,6 +18,7 @@ from transformer_book.data.tokenizer import PAD_ID
 from transformer_book.util.validation import (
     require,
     require_bool,
+    require_int,
     require_positive_int,
     require_tensor,
 )
@@ -76,7 +77,7 @@ class MemoryNetwork(nn.Module):
         temporal_encoding: bool = True,
     ) -> None:
         super().__init__()
-        self.vocab_size = require_positive_int(vocab_size, "vocab_size", minimum=2)
+        self.vocab_size = require_int(vocab_size, "vocab_size", minimum=2)
         self.embed_dim = require_positive_int(embed_dim, "embed_dim")
         self.num_hops = require_positive_int(num_hops, "num_hops")
         self.max_sentences = require_positive_int(max_sentences, "max_sentences")

@@ -57,7 +57,7 @@ class Seq2SeqGRU(nn.Module):
     def __init__(self, vocab_size: int, embed_dim: int, hidden_dim: int,
                  attention: bool = False, pad_id: int = PAD_ID) -> None:
         super().__init__()
-        self.vocab_size = require_positive_int(vocab_size, "vocab_size", minimum=2)
+        self.vocab_size = require_int(vocab_size, "vocab_size", minimum=2)
         require_positive_int(embed_dim, "embed_dim")
         self.hidden_dim = require_positive_int(hidden_dim, "hidden_dim")
         self.pad_id = require_int(pad_id, "pad_id", minimum=0, maximum=vocab_size - 1)

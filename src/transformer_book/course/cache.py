@@ -44,7 +44,7 @@ from transformer_book.train.resume import ConfigMismatchError
 from transformer_book.util.env import get_device
 from transformer_book.util.files import atomic_write_json
 from transformer_book.util.records import hardware_info
-from transformer_book.util.validation import require, require_positive_int
+from transformer_book.util.validation import require, require_int
 
 try:  # POSIX (Linux, macOS, Colab); without it the cache still works, unlocked
     import fcntl
@@ -234,7 +234,7 @@ def cached_run(run_config: RunConfig, name: str, *, device: torch.device | str |
             type(run_config).__name__)
     require(isinstance(name, str) and name and "/" not in name and not name.startswith("."),
             "name", "a folder name", repr(name))
-    require_positive_int(bleu_sentences, "bleu_sentences", minimum=0)
+    require_int(bleu_sentences, "bleu_sentences", minimum=0)
     root = Path(root) if root is not None else course_cache_dir()
     run_dir = root / name
     key = f"{name}:{config_hash(run_config, bleu=bleu_sentences, val=val_sentences)}"

@@ -61,7 +61,7 @@ def pad_sequences(
     longest = max(len(seq) for seq in sequences)
     if length is None:
         length = longest
-    require_positive_int(length, "length", minimum=0)
+    require_int(length, "length", minimum=0)
     require(length >= longest, "length", f"at least the longest sequence ({longest})", length)
     out = torch.full((len(sequences), length), pad_id, dtype=torch.long)  # (B, L)
     for row, seq in enumerate(sequences):
@@ -209,7 +209,7 @@ class TokenBudgetSampler(Sampler[list[int]]):
 
     def set_epoch(self, epoch: int) -> None:
         """Choose the epoch whose shuffle :meth:`__iter__` replays."""
-        require_positive_int(epoch, "epoch", minimum=0)
+        require_int(epoch, "epoch", minimum=0)
         self.epoch = epoch
 
     def _generator(self) -> torch.Generator:

@@ -25,6 +25,7 @@ from transformer_book.util.validation import (
     fail,
     require,
     require_bool,
+    require_int,
     require_positive_int,
 )
 
@@ -116,7 +117,7 @@ class BPETokenizer:
         _check_texts(corpus, "texts")
         require(any(corpus), "texts", "at least one non-empty sentence",
                 f"{len(corpus)} sentences, all empty" if corpus else "an empty corpus")
-        require_positive_int(vocab_size, "vocab_size", minimum=MIN_VOCAB_SIZE)
+        require_int(vocab_size, "vocab_size", minimum=MIN_VOCAB_SIZE)
         require_positive_int(min_frequency, "min_frequency")
         tokenizer = _configure(Tokenizer(models.BPE(unk_token=SPECIAL_TOKENS[UNK_ID])))
         trainer = trainers.BpeTrainer(

@@ -115,7 +115,7 @@ def make_toy_task(
     require_positive_int(min_len, "min_len")
     require_positive_int(max_len, "max_len")
     require(min_len <= max_len, "min_len", f"at most max_len={max_len}", min_len)
-    require_positive_int(vocab_size, "vocab_size", minimum=FIRST_TOKEN_ID + 1)
+    require_int(vocab_size, "vocab_size", minimum=FIRST_TOKEN_ID + 1)
     transform = {"copy": list, "reverse": lambda s: s[::-1], "sort": sorted}[name]
     excluded = {tuple(source) for source in exclude}
     symbols = vocab_size - FIRST_TOKEN_ID

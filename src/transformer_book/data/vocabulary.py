@@ -57,7 +57,7 @@ class WordVocabulary:
         require(len(corpus) > 0, "texts", "at least one sentence", "an empty corpus")
         require_positive_int(min_frequency, "min_frequency")
         if max_size is not None:
-            require_positive_int(max_size, "max_size", minimum=len(SPECIAL_TOKENS) + 1)
+            require_int(max_size, "max_size", minimum=len(SPECIAL_TOKENS) + 1)
         counts = Counter(word for text in corpus for word in split_words(text))
         # Most frequent first; ties broken alphabetically so the result is deterministic.
         words = sorted((w for w, c in counts.items() if c >= min_frequency and

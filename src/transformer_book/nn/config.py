@@ -15,6 +15,7 @@ from typing import Any
 
 from transformer_book.util.validation import (
     require,
+    require_int,
     require_positive_int,
     require_probability,
 )
@@ -104,7 +105,7 @@ class TransformerConfig:
             require_positive_int(getattr(self, name), name)
         for name in ("pad_id", "bos_id", "eos_id"):
             value = getattr(self, name)
-            require_positive_int(value, name, minimum=0)
+            require_int(value, name, minimum=0)
             require(value < self.vocab_size, name, f"an id < vocab_size={self.vocab_size}", value)
         require(len({self.pad_id, self.bos_id, self.eos_id}) == 3, "pad_id/bos_id/eos_id",
                 "three different ids", (self.pad_id, self.bos_id, self.eos_id))

@@ -64,7 +64,7 @@ from transformer_book.util.files import (
     sha256_file,
 )
 from transformer_book.util.rng import capture_rng_state, restore_rng_state
-from transformer_book.util.validation import fail, require, require_positive_int
+from transformer_book.util.validation import fail, require, require_int, require_positive_int
 
 __all__ = [
     "FORMAT_VERSION",
@@ -134,7 +134,7 @@ def _split_tied(state: dict[str, torch.Tensor]) -> tuple[dict[str, torch.Tensor]
 
 def checkpoint_name(step: int) -> str:
     """The folder name of the checkpoint written after ``step`` updates: ``step_00001000``."""
-    return f"step_{require_positive_int(step, 'step', minimum=0):08d}"
+    return f"step_{require_int(step, 'step', minimum=0):08d}"
 
 
 def save_checkpoint(
@@ -164,7 +164,7 @@ def save_checkpoint(
         rng_state: from :func:`capture_rng_state`; captured now when omitted.
     """
     require(isinstance(model, nn.Module), "model", "a torch.nn.Module", type(model).__name__)
-    require_positive_int(step, "step", minimum=0)
+    require_int(step, "step", minimum=0)
     require(tokenizer_path is None or tokenizer_json is None, "tokenizer_path/tokenizer_json",
             "at most one of them", "both")
     config = _json_ready(config, "config")
@@ -382,7 +382,7 @@ def prune_checkpoints(run_dir: str | Path, keep_last: int, pattern: str = "step_
     lowest validation loss (``val_loss``: step -> loss; checkpoints of steps without one
     are ranked by age alone); return the deleted folders."""
     require_positive_int(keep_last, "keep_last")
-    require_positive_int(keep_best, "keep_best", minimum=0)
+    require_int(keep_best, "keep_best", minimum=0)
     found = [(read_step(path), path) for path in list_checkpoints(run_dir, pattern)]
     scored = sorted((val_loss[step], step, path) for step, path in found
                     if val_loss and step in val_loss)

@@ -17,6 +17,7 @@ from transformer_book.util.validation import (
     BookError,
     fail,
     require,
+    require_int,
     require_number,
     require_one_of,
     require_positive_int,
@@ -133,7 +134,7 @@ class RunConfig:
         languages exist in Multi30k, the BPE size is possible, the token budget holds the
         longest kept pair and the learning-rate schedule stays finite.
         """
-        require_positive_int(self.data.vocab_size, f"{source} [data] vocab_size", MIN_VOCAB_SIZE)
+        require_int(self.data.vocab_size, f"{source} [data] vocab_size", minimum=MIN_VOCAB_SIZE)
         model = _check_model(self.model, self.data, source)
         _check_data(self.data, model, source)
         _check_train(self.train, model, source)
@@ -240,7 +241,7 @@ def _check_train(t: TrainSection, model: TransformerConfig, source: str) -> None
     for name, minimum in (("warmup_steps", 1), ("accumulation", 1), ("eval_every", 1),
                           ("checkpoint_every", 1), ("keep_last", 1), ("keep_best", 0),
                           ("seed", 0)):
-        require_positive_int(getattr(t, name), f"{where} {name}", minimum)
+        require_int(getattr(t, name), f"{where} {name}", minimum=minimum)
     require(t.max_steps is not None or t.max_minutes is not None,
             f"{where} max_steps/max_minutes", "at least one budget", "neither")
     if t.max_steps is not None:
@@ -262,7 +263,7 @@ def _check_decode(dec: DecodeSection, source: str) -> None:
     """``[decode]``: beam size, length penalty and maximum output length."""
     where = f"{source} [decode]"
     require_positive_int(dec.beam_size, f"{where} beam_size")
-    require_positive_int(dec.max_len_b, f"{where} max_len_b", 0)
+    require_int(dec.max_len_b, f"{where} max_len_b", minimum=0)
     require_number(dec.alpha, f"{where} alpha", minimum=0, maximum=MAX_ALPHA)
     require_positive_number(dec.max_len_a, f"{where} max_len_a", allow_zero=True)
 

@@ -45,6 +45,7 @@ from transformer_book.nn.positional import LearnedPositionalEmbedding, Sinusoida
 from transformer_book.toy.fit import fit_teacher_forced
 from transformer_book.util.validation import (
     require,
+    require_int,
     require_one_of,
     require_positive_int,
     require_tensor,
@@ -141,7 +142,7 @@ class AlignerConfig:
     positions: str = "sinusoidal"
 
     def __post_init__(self) -> None:
-        require_positive_int(self.vocab_size, "vocab_size", minimum=5)
+        require_int(self.vocab_size, "vocab_size", minimum=5)
         require_widths(self.d_model, self.d_ff, num_heads=self.num_heads,
                        cross_heads=self.cross_heads)
         require_positive_int(self.encoder_layers, "encoder_layers")

@@ -67,8 +67,8 @@ def neighbour_task(
     neighbour does not exist. ``generator`` (on the CPU) makes the batch reproducible.
     """
     require_positive_int(batch_size, "batch_size")
-    require_positive_int(length, "length", minimum=2)
-    require_positive_int(vocab_size, "vocab_size", minimum=2)
+    require_int(length, "length", minimum=2)
+    require_int(vocab_size, "vocab_size", minimum=2)
     tokens = torch.randint(0, vocab_size, (batch_size, length), generator=generator)
     previous = torch.full_like(tokens, IGNORE)
     following = torch.full_like(tokens, IGNORE)
@@ -91,7 +91,7 @@ class NeighbourModel(nn.Module):
 
     def __init__(self, vocab_size: int, d_model: int, num_heads: int, max_len: int = 64) -> None:
         super().__init__()
-        self.vocab_size = require_positive_int(vocab_size, "vocab_size", minimum=2)
+        self.vocab_size = require_int(vocab_size, "vocab_size", minimum=2)
         self.d_model = require_positive_int(d_model, "d_model")
         self.num_heads = require_positive_int(num_heads, "num_heads")
         require(d_model % num_heads == 0, "num_heads", f"a divisor of d_model={d_model}",
@@ -131,7 +131,7 @@ def train_neighbour_model(
     """
     require(isinstance(model, NeighbourModel), "model", "a NeighbourModel", type(model).__name__)
     require_positive_int(batch_size, "batch_size")
-    require_positive_int(length, "length", minimum=2)
+    require_int(length, "length", minimum=2)
     device = next(model.parameters()).device
 
     def batch_loss(generator: torch.Generator) -> torch.Tensor:

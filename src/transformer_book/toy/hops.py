@@ -110,7 +110,7 @@ def make_two_fact_qa(
     require_int(num_objects, "num_objects", minimum=1, maximum=len(OBJECTS))
     require_int(num_people, "num_people", minimum=num_objects, maximum=len(PEOPLE))
     require_int(num_places, "num_places", minimum=2, maximum=len(PLACES))
-    require_positive_int(sentences_per_story, "sentences_per_story", minimum=num_objects + 1)
+    require_int(sentences_per_story, "sentences_per_story", minimum=num_objects + 1)
     rng = random.Random(seed)
     people, places, objects = PEOPLE[:num_people], PLACES[:num_places], OBJECTS[:num_objects]
     stories: list[TwoFactStory] = []

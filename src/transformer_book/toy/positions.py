@@ -48,6 +48,7 @@ from transformer_book.toy.aligner import (
 from transformer_book.toy.fit import fit, sample_examples, token_cross_entropy
 from transformer_book.util.validation import (
     require,
+    require_int,
     require_one_of,
     require_positive_int,
     require_tensor,
@@ -85,9 +86,9 @@ def make_shift_task(
     """
     require_positive_int(num_examples, "num_examples")
     require_positive_int(shift, "shift")
-    require_positive_int(min_len, "min_len", minimum=shift + 1)
-    require_positive_int(max_len, "max_len", minimum=min_len)
-    require_positive_int(vocab_size, "vocab_size", minimum=FIRST_TOKEN_ID + 2)
+    require_int(min_len, "min_len", minimum=shift + 1)
+    require_int(max_len, "max_len", minimum=min_len)
+    require_int(vocab_size, "vocab_size", minimum=FIRST_TOKEN_ID + 2)
     rng = random.Random(seed)
     examples: list[Example] = []
     for _ in range(num_examples):
@@ -118,7 +119,7 @@ class ProbeConfig:
     positions: str = "sinusoidal"
 
     def __post_init__(self) -> None:
-        require_positive_int(self.vocab_size, "vocab_size", minimum=FIRST_TOKEN_ID + 2)
+        require_int(self.vocab_size, "vocab_size", minimum=FIRST_TOKEN_ID + 2)
         require_widths(self.d_model, self.d_ff, num_heads=self.num_heads)
         require_positive_int(self.layers, "layers")
         require_positive_int(self.max_len, "max_len")
@@ -236,7 +237,7 @@ def accuracy_by_position(
     :func:`accuracy_by_length` scores at that length, so the mean of the non-NaN entries is
     its accuracy for ``length``.
     """
-    require_positive_int(length, "length", minimum=shift + 1)
+    require_int(length, "length", minimum=shift + 1)
     device = next(model.parameters()).device
     model.eval()
     pairs = make_shift_task(num_examples, length, length, shift=shift,

@@ -22,6 +22,7 @@ from transformer_book.util.validation import (
     fail,
     require,
     require_bool,
+    require_int,
     require_number,
     require_one_of,
     require_positive_int,
@@ -180,7 +181,7 @@ def noam_lr(step: int, d_model: int, warmup_steps: int, factor: float = 1.0) -> 
     any update) is treated as step 1, so the rate is never 0; a rate that is not a finite
     float (an argument too large for one) is refused.
     """
-    require_positive_int(step, "step", minimum=0)
+    require_int(step, "step", minimum=0)
     require_positive_int(d_model, "d_model")
     require_positive_int(warmup_steps, "warmup_steps")
     require_positive_number(factor, "factor")

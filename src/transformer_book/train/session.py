@@ -36,7 +36,7 @@ from transformer_book.train.step import NonFiniteLossError, Trainer
 from transformer_book.util.env import set_seed
 from transformer_book.util.rng import capture_rng_state
 from transformer_book.util.timing import Stopwatch
-from transformer_book.util.validation import fail, require_bool, require_positive_int
+from transformer_book.util.validation import fail, require_bool, require_int, require_positive_int
 
 __all__ = ["Session", "TrainOptions", "make_sampler", "open_session", "save_session"]
 
@@ -58,7 +58,7 @@ class TrainOptions:
     def __post_init__(self) -> None:
         require_bool(self.resume, "resume")
         require_bool(self.progress, "progress")
-        require_positive_int(self.bleu_sentences, "bleu_sentences", minimum=0)
+        require_int(self.bleu_sentences, "bleu_sentences", minimum=0)
         if self.val_sentences is not None:
             require_positive_int(self.val_sentences, "val_sentences")
 

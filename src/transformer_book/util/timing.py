@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable
 from types import TracebackType
 
-from transformer_book.util.validation import require_one_of, require_positive_int
+from transformer_book.util.validation import require_int, require_one_of, require_positive_int
 
 __all__ = ["CLOCKS", "Stopwatch", "best_time", "measure", "medians"]
 
@@ -73,7 +73,7 @@ def measure(calls: dict[str, Callable[[], object]], repeats: int, warmup: int = 
     """
     require_one_of(clock, "clock", CLOCKS)
     require_positive_int(repeats, "repeats")
-    require_positive_int(warmup, "warmup", minimum=0)
+    require_int(warmup, "warmup", minimum=0)
     now = CLOCKS[clock]
     for _ in range(warmup):
         for call in calls.values():

@@ -5,8 +5,10 @@ what was received -- never a silent NaN or a crash deep inside torch. Every deli
 refusal in the package raises it (through these helpers), so the command line can tell a
 user's mistake (exit 2, one line) from a bug (a traceback).
 
-Checks run once, at the public entry points; none of them is called inside a module's
-``forward``, where a value check would synchronise the host with the device.
+Checks of shape, dtype and device read only a tensor's metadata, so they run anywhere, a
+module's ``forward`` included. A check of values (:func:`require_finite_tensor`) reads the
+tensor and so synchronises the host with a GPU: it runs at an entry point, or where reading
+is free (a CPU tensor, outside ``torch.compile``).
 """
 
 from __future__ import annotations
@@ -73,9 +75,9 @@ def require_int(value: Any, argument: str, minimum: int | None = None,
     return value
 
 
-def require_positive_int(value: Any, argument: str, minimum: int = 1) -> int:
-    """Return ``value`` if it is an ``int`` >= ``minimum`` (1 unless given)."""
-    return require_int(value, argument, minimum=minimum)
+def require_positive_int(value: Any, argument: str) -> int:
+    """Return ``value`` if it is an ``int`` >= 1 (other bounds: :func:`require_int`)."""
+    return require_int(value, argument, minimum=1)
 
 
 def require_number(value: Any, argument: str, minimum: float | None = None,
