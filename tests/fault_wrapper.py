@@ -43,14 +43,15 @@ def arm(mode: str, step: int) -> None:
     """Patch the save of checkpoint ``step`` to end in SIGKILL at the ``mode`` moment."""
     name = checkpoint.checkpoint_name(step)
     if mode == "write":
-        real_write = checkpoint._write_resumables
+        real_write = checkpoint._write_file
 
-        def write_resumables(folder: Path, *args: object) -> None:
-            real_write(folder, *args)
-            if folder.name.startswith(f".{name}.tmp-"):  # the temporary folder of ``name``
+        def write_file(folder: Path, file: str, data: bytes) -> None:
+            # the temporary folder of ``name``, its RNG states and manifest not yet written
+            if file == checkpoint.RNG and folder.name.startswith(f".{name}.tmp-"):
                 _die()
+            real_write(folder, file, data)
 
-        checkpoint._write_resumables = write_resumables
+        checkpoint._write_file = write_file
         return
     real_swap = checkpoint._swap_in
     real_replace = os.replace

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import random
@@ -15,7 +16,7 @@ from safetensors.torch import load_file
 from torch import nn
 
 from transformer_book.inference.averaging import average_checkpoints
-from transformer_book.run import leftovers
+from transformer_book.run import checkpoint as saves
 from transformer_book.run.checkpoint import (
     checkpoint_name,
     list_checkpoints,
@@ -24,7 +25,6 @@ from transformer_book.run.checkpoint import (
     prune_checkpoints,
     save_checkpoint,
 )
-from transformer_book.run.manifest import metadata_hash_text
 from transformer_book.train.objective import make_optimizer
 from transformer_book.util.files import sha256_file
 from transformer_book.util.rng import capture_rng_state, restore_rng_state
@@ -336,7 +336,8 @@ def _rewrite(path, change):
     meta = meta if changed is None else changed
     text = json.dumps(meta)
     (path / "checkpoint.json").write_text(text)
-    (path / "checkpoint.sha256").write_text(metadata_hash_text(text.encode()))
+    digest = hashlib.sha256(text.encode()).hexdigest()
+    (path / "checkpoint.sha256").write_text(f"{digest}  checkpoint.json\n")
 
 
 def _set(key, value):
@@ -364,15 +365,16 @@ def test_an_edited_config_is_refused(tmp_path):
         load_checkpoint(path)
 
 
-def test_format_1_checkpoints_still_load(tmp_path):
+def test_format_1_checkpoints_load_when_trusted(tmp_path):
     model = _model(0)
     path = save_checkpoint(tmp_path / "c", model, config={}, step=3)
     (path / "checkpoint.sha256").unlink()
     meta = json.loads((path / "checkpoint.json").read_text())
     (path / "checkpoint.json").write_text(json.dumps({**meta, "format_version": 1}))
     fresh = _model(1)
-    assert load_checkpoint(path, fresh)["step"] == 3
+    assert load_checkpoint(path, fresh, allow_unhashed=True)["step"] == 3
     _same(model, fresh)
+    assert [p.name for p in list_checkpoints(tmp_path, "c")] == ["c"], "listed all the same"
 
 
 MALFORMED = [
@@ -500,7 +502,7 @@ def _dead_pid():
 def _leftover(parent, target, kind, pid, source=None, host=None):
     """A hidden folder as a save killed in process ``pid`` leaves it: ``source`` (a
     checkpoint folder) moved in as the new copy (tmp) or as the previous one (old)."""
-    folder = parent / f".{target}.{kind}-{host or leftovers._HOST}-{pid}-x1_y"
+    folder = parent / f".{target}.{kind}-{host or saves._HOST}-{pid}-x1_y"
     folder.mkdir()
     if source is not None:
         os.replace(source, folder if kind == "tmp" else folder / "previous")
@@ -529,10 +531,10 @@ def test_a_half_written_save_is_removed_and_reported(tmp_path, capsys):
 def test_leftovers_of_running_processes_and_other_machines_stay(tmp_path, capsys):
     running = _leftover(tmp_path, checkpoint_name(20), "tmp", os.getppid())
     other_host = _leftover(tmp_path, checkpoint_name(30), "tmp", _dead_pid(), host="elsewhere")
-    own = leftovers.save_folder(tmp_path, checkpoint_name(40), "tmp")  # a save in progress
+    own = saves._save_folder(tmp_path, checkpoint_name(40), "tmp")  # a save in progress
     assert list_checkpoints(tmp_path) == []
     assert running.is_dir() and other_host.is_dir() and own.is_dir()
-    leftovers.release(own)  # the save is over: what it left is a leftover
+    saves._release(own)  # the save is over: what it left is a leftover
     list_checkpoints(tmp_path)
     assert not own.exists() and running.is_dir()
     assert capsys.readouterr().err.count("removed") == 1
@@ -593,3 +595,28 @@ def test_a_previous_copy_already_replaced_is_removed(tmp_path):
     list_checkpoints(tmp_path)
     assert sorted(p.name for p in tmp_path.iterdir()) == [checkpoint_name(20)]
     _same(_model(2), _load(tmp_path / checkpoint_name(20)))
+
+
+def test_a_downgraded_checkpoint_is_refused_unless_trusted(tmp_path):
+    """Issue 32's case: ``checkpoint.sha256`` deleted, ``format_version`` set to 1 and the
+    config edited (``layer_norm_eps`` 0.1: the same shapes, other logits). Format 1 had no
+    hash of ``checkpoint.json``, so nothing can tell this from a genuine format-1 folder:
+    every unhashed checkpoint is refused unless the caller vouches for it."""
+    model = _model(0)
+    path = save_checkpoint(tmp_path / "c", model, config={"model": {"layer_norm_eps": 1e-5}},
+                           step=3)
+    (path / "checkpoint.sha256").unlink()
+    meta = json.loads((path / "checkpoint.json").read_text())
+    meta["format_version"], meta["config"]["model"]["layer_norm_eps"] = 1, 0.1
+    (path / "checkpoint.json").write_text(json.dumps(meta))
+    refusal = (r"c/checkpoint.sha256: expected the sha256 of checkpoint.json \(a format 1 "
+               r"checkpoint has none.*allow_unhashed=True.*\), received no such file$")
+    for call in (lambda: load_checkpoint(path, _model(1)), lambda: load_checkpoint(path),
+                 lambda: load_weights(path)):
+        with pytest.raises(BookError, match=refusal):
+            call()
+    fresh = _model(1)
+    loaded = load_checkpoint(path, fresh, allow_unhashed=True)
+    assert loaded["config"]["model"]["layer_norm_eps"] == 0.1, "trusted: loaded as it is"
+    _same(model, fresh)
+    assert load_weights(path, allow_unhashed=True).keys() == model.state_dict().keys()

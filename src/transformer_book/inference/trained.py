@@ -34,10 +34,11 @@ from transformer_book.run.checkpoint import (
     TOKENIZER,
     list_checkpoints,
     load_checkpoint,
+    read_metadata,
+    read_step,
+    tidy,
 )
 from transformer_book.run.config import RunConfig
-from transformer_book.run.leftovers import tidy
-from transformer_book.run.manifest import read_metadata, read_step
 from transformer_book.util.env import require_device
 from transformer_book.util.validation import require, require_one_of, require_positive_int
 
@@ -58,14 +59,16 @@ class TrainedModel:
     folder whose weights went in: one, or the averaged ones, oldest first) and
     ``selection``, why those: ``{"select": the rule (one of SELECTIONS), "chosen_step",
     "chosen_val_loss", "chosen_val_bleu"`` (the evaluation at the chosen step, ``None``
-    where none was recorded) ``, "averaged_steps"}``.
+    where none was recorded) ``, "averaged_steps"}``. A model being trained, not loaded
+    from a checkpoint (the validation BLEU of training), has step 0, no checkpoints and an
+    empty selection.
     """
 
     model: nn.Module
     tokenizer: BPETokenizer
     model_config: TransformerConfig
     run_config: RunConfig
-    step: int
+    step: int = 0
     checkpoints: list[Path] = field(default_factory=list)
     selection: dict[str, Any] = field(default_factory=dict)
 
@@ -74,7 +77,7 @@ def resolve_checkpoint(path: str | Path) -> Path:
     """A checkpoint folder, or the newest checkpoint of a run folder (``runs/small``).
 
     The leftovers of an interrupted save are dealt with first
-    (:mod:`transformer_book.run.leftovers`): a checkpoint missing after a crash between the
+    (:func:`transformer_book.run.checkpoint.tidy`): a checkpoint missing after a crash between the
     renames of its save is recovered, so a run folder gives its newest complete checkpoint.
     """
     path = Path(path)
@@ -235,5 +238,6 @@ def load_trained(
                  "chosen_val_loss": (found or {}).get("val_loss"),
                  "chosen_val_bleu": (found or {}).get("bleu"),
                  "averaged_steps": [read_step(p) for p in used]}
-    return TrainedModel(model, tokenizer, model_config, run_config,
-                        max(selection["averaged_steps"]), used, selection)
+    return TrainedModel(model=model, tokenizer=tokenizer, model_config=model_config,
+                        run_config=run_config, step=max(selection["averaged_steps"]),
+                        checkpoints=used, selection=selection)
