@@ -17,6 +17,7 @@ from transformer_book.inference.beam import (
     STOPPING_RULES,
     TOP_BLOCKS,
     beam_search,
+    fast_top_candidates,
     length_penalty,
     score_hypothesis,
     top_candidates,
@@ -24,7 +25,7 @@ from transformer_book.inference.beam import (
 from transformer_book.inference.greedy import greedy_decode
 from transformer_book.inference.lengths import output_length_limits
 from transformer_book.nn.config import TransformerConfig
-from transformer_book.nn.kv_cache import DecoderCache
+from transformer_book.nn.kv_cache import KV, DecoderCache
 from transformer_book.nn.transformer import Transformer
 from transformer_book.util.validation import BookError
 
@@ -74,7 +75,7 @@ def test_step_by_step_cached_logits_equal_full_logits(norm_first: bool) -> None:
         steps = [m.decode(tgt[:, t : t + 1], memory, src, cache=cache) for t in range(6)]
     torch.testing.assert_close(torch.cat(steps, dim=1), full, rtol=1e-12, atol=1e-12)
     assert cache.length == 6 and len(cache.cross_kv) == 2
-    assert cache.cross_kv[0][0].shape == (2, 4, 5, 16)  # (B, h, S, d_k), projected once
+    assert cache.cross_kv[0].k.shape == (2, 4, 5, 16)  # (B, h, S, d_k), projected once
 
 
 @pytest.mark.slow  # trains a tiny model (the trained fixture)
@@ -90,32 +91,46 @@ def test_beam_with_cache_equals_without(trained: Transformer, sources: torch.Ten
         beam_search(trained, sources, use_cache=False, **args)
 
 
-def test_ranking_by_blocks_equals_topk() -> None:
-    """top_candidates ranks long rows by blocks; its values are exactly topk's, best first,
-    and its indices point at them (ties and -inf entries included)."""
+def _same_top(fast: tuple[torch.Tensor, torch.Tensor], plain: tuple[torch.Tensor, torch.Tensor],
+              x: torch.Tensor) -> None:
+    """Equal rankings: the same values, best first; indices that point at them, none twice;
+    the same indices for every value above the n-th (only ties at the end may differ)."""
+    (values, indices), (top_values, top_indices) = fast, plain
+    assert torch.equal(values, top_values), "the values of topk"
+    assert torch.equal(x.gather(1, indices), values), "indices pointing at the values"
+    assert all(len(set(row)) == len(row) for row in indices.tolist()), "no candidate twice"
+    above = values > values[:, -1:]  # (B, n): the candidates no tie can displace
+    for row, (ours, theirs) in enumerate(zip(indices, top_indices, strict=True)):
+        assert set(ours[above[row]].tolist()) == set(theirs[above[row]].tolist()), row
+
+
+def test_the_fast_path_ranks_candidates_as_topk() -> None:
+    """fast_top_candidates ranks long rows by blocks; on fresh random rows (ties at the top,
+    in the middle and across the n-th place, -inf entries, a row with two finite entries)
+    it gives top_candidates' ranking."""
     generator = torch.Generator().manual_seed(0)
-    for b, c, n in [(5, 4 * 4000, 8), (3, 4000, 8), (4, 1024, 8), (2, 2048, 2)]:
+    shapes = [(5, 4 * 4000, 8), (3, 4000, 8), (4, 1024, 8), (2, 2048, 2), (3, 8 * 2048, 16)]
+    for trial, (b, c, n) in enumerate(shapes * 4):
         x = torch.log_softmax(torch.randn(b, c, generator=generator) * 3, dim=1)
-        x[:, ::7] = -torch.inf  # masked tokens
+        x[:, torch.randperm(c, generator=generator)[: c // 7]] = -torch.inf  # masked tokens
         x[0, 100:110] = x[0].max()  # ties at the top
-        x[1] = -torch.inf  # a row with nothing finite
+        x[1] = -torch.inf  # a row with nothing finite but two entries
         x[1, [3, 900]] = -1.0
-        assert any(c % size == 0 and c >= 4 * n * size for size in TOP_BLOCKS)
-        values, indices = top_candidates(x, n)
-        assert torch.equal(values, x.topk(n, dim=1).values)
-        assert torch.equal(x.gather(1, indices), values)
-        assert all(len(set(row)) == n for row in indices.tolist()), "no candidate twice"
+        if trial % 2:  # coarse values: ties everywhere, across the n-th place too
+            x = (x * 2).round() / 2
+        assert any(c % size == 0 and c >= 4 * n * size for size in TOP_BLOCKS), "blocks used"
+        _same_top(fast_top_candidates(x, n), top_candidates(x, n), x)
+    short = torch.randn(2, 5, generator=generator)  # no block fits: padded as top_candidates
+    assert torch.equal(fast_top_candidates(short, 8)[0], top_candidates(short, 8)[0])
 
 
-def test_beam_search_is_the_same_with_and_without_ranking_by_blocks(monkeypatch) -> None:
-    """A vocabulary large enough for top_candidates' blocks, a random model, both ways."""
+def test_beam_search_is_the_same_on_its_fast_path() -> None:
+    """A vocabulary large enough for fast_top_candidates' blocks, a random model, both ways."""
     model = tiny(vocab=256, seed=3)
     src = torch.randint(4, 256, (5, 9), generator=torch.Generator().manual_seed(1))
     src[2, 5:] = 0
     args = dict(beam_size=4, max_len_a=0.0, max_len_b=8)
-    by_blocks = beam_search(model, src, **args)
-    monkeypatch.setattr(beam, "TOP_BLOCKS", ())
-    assert beam_search(model, src, **args) == by_blocks
+    assert beam_search(model, src, fast=True, **args) == beam_search(model, src, **args)
 
 
 # ----------------------------------------------------------------------------- search quality
@@ -297,15 +312,16 @@ def test_cache_reorder_and_select_follow_the_hypotheses() -> None:
             m.decode(tgt[:, :2], memory, src, cache=c)
         cache.reorder(first)
         cache.reorder(second)
-        by_hand.self_kv = [(k[first][second], v[first][second]) for k, v in by_hand.self_kv]
+        by_hand.self_kv = [KV.of(kv.k[first][second], kv.v[first][second])
+                           for kv in by_hand.self_kv]
         out = m.decode(tgt[:, 2:3], memory, src, cache=cache)
         torch.testing.assert_close(out, m.decode(tgt[:, 2:3], memory, src, cache=by_hand))
         assert cache.length == 3 and cache.batch_size == 6
         cache.select(torch.tensor([1]), torch.tensor([4, 5, 3]))  # keep sentence 1 only
-        assert cache.batch_size == 3 and cache.cross_kv[0][0].shape[0] == 1
+        assert cache.batch_size == 3 and cache.cross_kv[0].rows == 1
         out = m.decode(tgt[3:, 3:4], memory[1:], src[1:], cache=cache)
-        by_hand.self_kv = [(k[[4, 5, 3]], v[[4, 5, 3]]) for k, v in by_hand.self_kv]
-        by_hand.cross_kv = [(k[1:], v[1:]) for k, v in by_hand.cross_kv]
+        by_hand.self_kv = [KV.of(kv.k[[4, 5, 3]], kv.v[[4, 5, 3]]) for kv in by_hand.self_kv]
+        by_hand.cross_kv = [KV.of(kv.k[1:], kv.v[1:]) for kv in by_hand.cross_kv]
         torch.testing.assert_close(out, m.decode(tgt[3:, 3:4], memory[1:], src[1:], cache=by_hand))
 
 
@@ -317,8 +333,10 @@ def test_reorder_leaves_room_that_the_next_extend_fills_in_place() -> None:
     index = torch.tensor([2, 0, 0, 1])
     cache.reorder(index)
     assert cache.length == 4 and cache.batch_size == 4
-    torch.testing.assert_close(cache.self_kv[0][0], k[index], rtol=0, atol=0)
-    buffer = cache._self[0][0]
+    entry = cache.self_kv[0]
+    assert entry.length == 4 and entry.k.shape == (4, 2, 5, 5), "room for one more position"
+    torch.testing.assert_close(entry.cached()[0], k[index], rtol=0, atol=0)
+    buffer = entry.k
     new_k, new_v = torch.randn(4, 2, 1, 5), torch.randn(4, 2, 1, 5)
     out_k, out_v = cache.extend(0, new_k, new_v)
     assert out_k.data_ptr() == buffer.data_ptr() and out_k.is_contiguous(), "written in place"
@@ -460,3 +478,35 @@ def test_score_hypothesis_refuses_a_hypothesis_that_is_no_list_of_ids(sources) -
     for hyp in ("45", [4, 5.0], [4, True], None):
         with pytest.raises(BookError, match="hyp: expected a list of integer token ids"):
             score_hypothesis(m, sources[0], hyp)
+
+
+def test_cached_decoding_equals_uncached_in_float64_on_fresh_random_inputs() -> None:
+    """New tokens fed in chunks of 3, 1, 2 and 1 through the cache, with a beam-style
+    reorder between two chunks, give the logits of the whole (reordered) prefix decoded
+    without a cache; greedy and beam search give the same outputs either way."""
+    generator = torch.Generator().manual_seed(11)
+    m = tiny(vocab=29, seed=7).to(F64)
+    src = torch.randint(3, 29, (3, 6), generator=generator)
+    src[1, 4:], src[2, 2:] = 0, 0  # padded sources
+    tgt = torch.randint(3, 29, (3, 7), generator=generator)
+    tgt[:, 0] = m.config.bos_id
+    order = torch.tensor([2, 0, 0])  # hypotheses 0 and 1 both continue row 0 (one sentence)
+    with torch.no_grad():
+        memory = m.encode(src)
+        cache = m.new_cache()
+        before = [m.decode(tgt[:, :3], memory, src, cache=cache),
+                  m.decode(tgt[:, 3:4], memory, src, cache=cache)]
+        torch.testing.assert_close(torch.cat(before, 1), m.decode(tgt[:, :4], memory, src),
+                                   rtol=1e-12, atol=1e-12)
+        one = src[:1].expand(3, -1)  # the reorder is within one sentence: three hypotheses
+        cache = m.new_cache()
+        m.decode(tgt[:, :4], m.encode(one), one, cache=cache)
+        cache.reorder(order)
+        moved = torch.cat([tgt[order, :4], tgt[:, 4:]], dim=1)  # (3, 7): the reordered prefix
+        after = [m.decode(moved[:, 4:6], m.encode(one), one, cache=cache),
+                 m.decode(moved[:, 6:7], m.encode(one), one, cache=cache)]
+        full = m.decode(moved, m.encode(one), one)[:, 4:]
+        torch.testing.assert_close(torch.cat(after, 1), full, rtol=1e-12, atol=1e-12)
+    assert greedy_decode(m, src, 0.0, 6) == greedy_decode(m, src, 0.0, 6, use_cache=False)
+    assert beam_search(m, src, beam_size=3, max_len_a=0.0, max_len_b=6) == \
+        beam_search(m, src, beam_size=3, max_len_a=0.0, max_len_b=6, use_cache=False)

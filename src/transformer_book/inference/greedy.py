@@ -4,12 +4,14 @@ Section 6.1, with beam size 1), batched, with the decoder's key/value cache.
 Outputs are lists of token ids without ``<bos>``, ``<eos>`` or padding. Each sentence may
 generate :func:`~transformer_book.inference.lengths.output_length_limits` tokens: by
 default its source length + 50 (Section 6.1), within the positions the model has.
+:func:`token_by_token` is the loop, for any rule that picks one token per step (sampling,
+:class:`~transformer_book.inference.decoding.Sampling`, is another).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import torch
 
@@ -18,7 +20,7 @@ from transformer_book.inference.stepper import Stepper, check_decoding, evaluati
 from transformer_book.nn.config import TransformerConfig
 from transformer_book.nn.transformer import Transformer
 
-__all__ = ["greedy_decode"]
+__all__ = ["greedy_decode", "most_probable", "token_by_token"]
 
 
 def greedy_decode(
@@ -39,6 +41,36 @@ def greedy_decode(
     that many steps, e.g. to time decoding). ``use_cache=False`` re-runs the decoder on
     the whole prefix at every step (same output).
     """
+    # The logits rank the tokens as the log-probabilities do: no softmax needed.
+    return token_by_token(model, src_ids, most_probable, max_len_a, max_len_b, use_cache,
+                          min_len, log_probs=False)
+
+
+def most_probable(scores: torch.Tensor) -> torch.Tensor:
+    """``scores (N, V) -> (N,)``: the first maximum of each row, as argmax (but faster)."""
+    return scores.max(-1).indices
+
+
+def token_by_token(
+    model: Transformer,
+    src_ids: torch.Tensor,
+    choose: Callable[[torch.Tensor], torch.Tensor],
+    max_len_a: float = 1.0,
+    max_len_b: int = 50,
+    use_cache: bool = True,
+    min_len: int = 0,
+    log_probs: bool = True,
+) -> list[list[int]]:
+    """One hypothesis per sentence, one token per step, ``choose`` picking it:
+    ``src_ids (B, S)`` -> B lists of ids (no ``<bos>``/``<eos>``/pad).
+
+    At every step ``choose(scores (N, V)) -> tokens (N,)`` gets the next token's
+    log-probabilities for the N sentences still being decoded (``log_probs=False``: the
+    logits, the same up to a constant per row), ``-inf`` for ``<pad>``, ``<bos>`` and,
+    before ``min_len`` tokens, ``<eos>``. Greedy search chooses the best token
+    (:func:`most_probable`), sampling draws one. Lengths, ``min_len`` and ``use_cache``
+    as in :func:`greedy_decode`; finished sentences leave the batch.
+    """
     check_decoding(model, src_ids, min_len)
     config = model.config
     limits = output_length_limits(src_ids, config.pad_id, max_len_a, max_len_b, config.max_len)
@@ -48,14 +80,15 @@ def greedy_decode(
                         device=device)  # (B, longest + 1): column t + 1 holds step t's token
     with evaluation_mode(model):
         memory = model.encode(src_ids)  # (B, S, d_model)
-        stepper = Stepper(model, src_ids, memory, use_cache, normalize=False)
+        assert isinstance(memory, torch.Tensor), "encode without need_weights: a tensor"
+        stepper = Stepper(model, src_ids, memory, use_cache, normalize=log_probs)
         prefix = torch.full((b, 1), config.bos_id, dtype=torch.long, device=device)
         live = torch.arange(b, device=device)  # the sentences still being decoded
         for t in range(longest):
-            logits = stepper.step(prefix)  # (N, V) for the N live sentences
+            scores = stepper.step(prefix)  # (N, V) for the N live sentences
             if t < min_len:
-                logits[:, config.eos_id] = -math.inf
-            token = logits.max(-1).indices  # (N,): the first maximum, as argmax (but faster)
+                scores[:, config.eos_id] = -math.inf
+            token = choose(scores)  # (N,)
             tokens[live, t + 1] = token
             prefix = torch.cat([prefix, token[:, None]], dim=1)  # (N, t+1) -> (N, t+2)
             going = (token != config.eos_id) & (t + 1 < limits[live])  # (N,)

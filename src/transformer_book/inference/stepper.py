@@ -70,6 +70,7 @@ class Stepper:
     def step(self, prefix: torch.Tensor) -> torch.Tensor:
         new = prefix[:, -1:] if self.cache is not None else prefix  # (N, 1) or (N, t)
         logits = self.model.decode(new, self.memory, self.src, cache=self.cache)  # (N, T, V)
+        assert isinstance(logits, torch.Tensor), "decode without need_weights: a tensor"
         # (N, T, V) -> (N, V), in float32 at least (bf16/fp16 logits are promoted; a float64
         # model keeps float64, so a float64 reference can check the search exactly).
         scores = logits[:, -1].to(torch.promote_types(logits.dtype, torch.float32)).contiguous()

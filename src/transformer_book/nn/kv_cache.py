@@ -9,67 +9,102 @@ the self-attention entries along the chosen beams and drops finished sentences.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
 import torch
 
 __all__ = ["KV", "DecoderCache"]
 
-KV = tuple[torch.Tensor, torch.Tensor]
+
+@dataclass
+class KV:
+    """One attention layer's cached keys and values.
+
+    ``k, v``: ``(N, h, T, d_k)`` buffers for N rows (hypotheses, or source sentences for
+    cross-attention), of which the first ``length`` positions are filled (``length <= T``);
+    positions ``length ..`` are room that :meth:`reorder` leaves for the next
+    :meth:`append`, so that beam search copies the cache once per step, not twice.
+    """
+
+    k: torch.Tensor
+    v: torch.Tensor
+    length: int
+
+    @classmethod
+    def of(cls, k: torch.Tensor, v: torch.Tensor) -> KV:
+        """Keys and values ``(N, h, t, d_k)``, every position filled."""
+        return cls(k, v, k.shape[2])
+
+    @property
+    def rows(self) -> int:
+        """N, the rows cached."""
+        return self.k.shape[0]
+
+    def cached(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """The filled positions: ``k, v (N, h, length, d_k)`` (views, no copy)."""
+        return self.k[:, :, : self.length], self.v[:, :, : self.length]
+
+    def append(self, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Add the new positions ``k, v (N, h, T_new, d_k)`` after the cached ones, in the
+        room :meth:`reorder` left if there is enough (else by ``torch.cat``), and return
+        the whole ``(N, h, length + T_new, d_k)`` pair."""
+        end = self.length + k.shape[2]
+        if end <= self.k.shape[2]:  # room left by reorder: write in place
+            self.k[:, :, self.length : end], self.v[:, :, self.length : end] = k, v
+        else:
+            past_k, past_v = self.cached()
+            self.k, self.v = torch.cat([past_k, k], dim=2), torch.cat([past_v, v], dim=2)
+        self.length = end
+        return self.cached()
+
+    def reorder(self, index: torch.Tensor) -> None:
+        """Keep rows ``index`` (long ``(N',)``, repeats allowed), copied into buffers with
+        room for one more position: ``(N, h, length, d_k) -> (N', h, length + 1, d_k)``."""
+        past_k, past_v = self.cached()
+        shape = (index.shape[0], past_k.shape[1], self.length + 1, past_k.shape[3])
+        self.k, self.v = past_k.new_empty(shape), past_v.new_empty(shape)
+        torch.index_select(past_k, 0, index, out=self.k[:, :, : self.length])
+        torch.index_select(past_v, 0, index, out=self.v[:, :, : self.length])
+
+    def select(self, index: torch.Tensor) -> KV:
+        """A new entry of rows ``index`` (long ``(N',)``), without room."""
+        k, v = self.cached()
+        return KV.of(k.index_select(0, index), v.index_select(0, index))
 
 
+@dataclass
 class DecoderCache:
     """Keys and values the decoder keeps between steps of incremental decoding.
 
-    ``self_kv[i]``: layer i's self-attention ``(k, v)``, each ``(N, h, t, d_k)`` for the N
+    ``self_kv[i]``: layer i's self-attention :class:`KV`, ``(N, h, t, d_k)`` for the N
     hypotheses being decoded, extended by the new tokens at every call. ``cross_kv[i]``:
-    layer i's cross-attention ``(k, v)``, each ``(B, h, S, d_k)`` for the B source
-    sentences, projected from the encoder memory once (first call) and reused. Greedy
-    decoding has one hypothesis per sentence (N = B); beam search has K (N = B·K), and the
-    K hypotheses of a sentence share its one copy of the cross-attention keys and values.
-    ``length`` is t, the number of target positions seen so far (the position offset).
-
-    Beam search reorders the cache at every step, and appending copies it too
-    (``torch.cat``). :meth:`reorder` therefore copies into tensors with room for one more
-    position, which the next :meth:`extend` fills in place: one copy per step, not two.
+    layer i's cross-attention :class:`KV`, ``(B, h, S, d_k)`` for the B source sentences,
+    projected from the encoder memory once (first call) and reused. Greedy decoding has
+    one hypothesis per sentence (N = B); beam search has K (N = B·K), and the K hypotheses
+    of a sentence share its one copy of the cross-attention keys and values.
     """
 
-    def __init__(self) -> None:
-        self._self: list[list] = []  # per layer: [k, v, t], k and v (N, h, t + room, d_k)
-        self.cross_kv: list[KV] = []
-
-    @property
-    def self_kv(self) -> list[KV]:
-        """Each layer's ``(k, v)``, ``(N, h, t, d_k)``."""
-        return [(k[:, :, :t], v[:, :, :t]) for k, v, t in self._self]
-
-    @self_kv.setter
-    def self_kv(self, pairs: list[KV]) -> None:
-        self._self = [[k, v, k.shape[2]] for k, v in pairs]
+    self_kv: list[KV] = field(default_factory=list)
+    cross_kv: list[KV] = field(default_factory=list)
 
     @property
     def length(self) -> int:
-        return self._self[0][2] if self._self else 0
+        """t, the target positions seen so far (the next token's position)."""
+        return self.self_kv[0].length if self.self_kv else 0
 
     @property
     def batch_size(self) -> int | None:
         """N, the number of hypotheses cached (``None`` before the first call)."""
-        return self._self[0][0].shape[0] if self._self else None
+        return self.self_kv[0].rows if self.self_kv else None
 
-    def extend(self, layer: int, k: torch.Tensor, v: torch.Tensor) -> KV:
+    def extend(self, layer: int, k: torch.Tensor, v: torch.Tensor
+               ) -> tuple[torch.Tensor, torch.Tensor]:
         """Append the new tokens' ``k, v (N, h, T_new, d_k)`` to layer ``layer``'s
         self-attention cache and return the whole ``(N, h, t + T_new, d_k)`` pair."""
-        if layer == len(self._self):  # first call: nothing cached yet
-            self._self.append([k, v, k.shape[2]])
+        if layer == len(self.self_kv):  # first call: nothing cached yet
+            self.self_kv.append(KV.of(k, v))
             return k, v
-        entry = self._self[layer]
-        past_k, past_v, t = entry
-        end = t + k.shape[2]
-        if end <= past_k.shape[2]:  # room left by reorder: write in place
-            past_k[:, :, t:end], past_v[:, :, t:end] = k, v
-        else:
-            entry[0] = torch.cat([past_k[:, :, :t], k], dim=2)
-            entry[1] = torch.cat([past_v[:, :, :t], v], dim=2)
-        entry[2] = end
-        return entry[0][:, :, :end], entry[1][:, :, :end]
+        return self.self_kv[layer].append(k, v)
 
     def reorder(self, index: torch.Tensor) -> None:
         """Keep hypotheses ``index`` (long ``(N',)``) of the self-attention cache (beam
@@ -79,18 +114,12 @@ class DecoderCache:
         Cross-attention k/v are left alone: they depend only on the source sentence, and
         beam search reorders hypotheses within a sentence, never across sentences.
         """
-        for entry in self._self:
-            t = entry[2]
-            for i in (0, 1):  # (N, h, t, d_k) -> (N', h, t + 1, d_k), the last position empty
-                past = entry[i][:, :, :t]
-                heads, d_k = past.shape[1], past.shape[3]
-                entry[i] = past.new_empty((index.shape[0], heads, t + 1, d_k))
-                torch.index_select(past, 0, index, out=entry[i][:, :, :t])
+        for entry in self.self_kv:
+            entry.reorder(index)
 
     def select(self, sentences: torch.Tensor, hypotheses: torch.Tensor | None = None) -> None:
         """Keep source sentences ``sentences`` (long ``(B',)``) of the cross-attention
         cache and their hypotheses ``hypotheses`` (long ``(N',)``; default ``sentences``,
         one hypothesis per sentence) of the self-attention cache."""
         self.reorder(sentences if hypotheses is None else hypotheses)
-        self.cross_kv = [(k.index_select(0, sentences), v.index_select(0, sentences))
-                         for k, v in self.cross_kv]
+        self.cross_kv = [entry.select(sentences) for entry in self.cross_kv]

@@ -30,7 +30,7 @@ from torch import nn
 
 from transformer_book.nn.attention import MultiHeadAttention
 from transformer_book.nn.config import TransformerConfig
-from transformer_book.nn.kv_cache import DecoderCache
+from transformer_book.nn.kv_cache import KV, DecoderCache
 from transformer_book.nn.masks import shifted_causal_mask
 from transformer_book.util.validation import require, require_positive_int
 
@@ -119,8 +119,8 @@ class DecoderLayer(_Residual):
     sentence, rows ``i·G .. i·G + G - 1`` for sentence i (G = 1 usually; beam search has G =
     K). Without a cache ``x`` is the whole target prefix and the causal mask comes from
     SDPA's ``is_causal``. With a :class:`DecoderCache`, ``x`` holds only the new tokens:
-    their keys/values are appended to ``cache.self_kv[index]`` and the cross-attention k/v
-    are projected once.
+    their keys/values are appended to ``cache.self_kv[index]`` (a :class:`KV`) and the
+    cross-attention k/v are projected once.
 
     Target padding needs no key mask here: targets are right-padded, so the causal mask
     already hides every pad from every real position (pad query rows are don't-care).
@@ -168,8 +168,8 @@ class DecoderLayer(_Residual):
             kv = attn.project_kv(memory, memory)  # (B, h, S, d_k) twice
         else:
             if index >= len(cache.cross_kv):  # once per sentence
-                cache.cross_kv.append(attn.project_kv(memory, memory))
-            kv = cache.cross_kv[index]
+                cache.cross_kv.append(KV.of(*attn.project_kv(memory, memory)))
+            kv = cache.cross_kv[index].cached()
         q = attn.project_query(h.reshape(b, g * t, d))  # (B, heads, G·T, d_k)
         out, weights = attn.attend(q, *kv, mask=memory_mask,
                                    need_weights=need_weights)  # (B, G·T, d_model)
@@ -273,6 +273,6 @@ def _check_decoder_input(x: torch.Tensor, memory: torch.Tensor,
     if cache is not None:
         require(cache.batch_size in (None, n), "cache",
                 f"a cache of N={n} hypotheses (as x)", f"a cache of {cache.batch_size}")
-        sentences = cache.cross_kv[0][0].shape[0] if cache.cross_kv else b
+        sentences = cache.cross_kv[0].rows if cache.cross_kv else b
         require(sentences == b, "cache",
                 f"cross-attention keys of B={b} sentences (as memory)", f"keys of {sentences}")
