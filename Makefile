@@ -11,7 +11,7 @@ JOBS ?= 2
 WORKER_ENV := OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 MPLBACKEND=Agg
 LAB_FLAGS := $(if $(filter 0,$(shell id -u)),--allow-root,)
 
-.PHONY: book test lint unit nbval browser bookcheck execute lab assignments student bench sync gpu-carry clean
+.PHONY: book test lint unit nbval browser execute lab assignments student bench sync gpu-carry clean
 
 $(STAMP): requirements.txt pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -30,7 +30,8 @@ book: $(STAMP)
 ## the built book read in headless Chromium
 test: lint unit nbval book browser
 
-## lint: ruff, the notebooks' setup cells, no copied code (pylint), floors and sizes
+## lint: ruff, the notebooks' setup cells, no copied code (pylint), the floors and their
+## imports (check_structure; sizes over its limits are printed as warnings)
 lint: $(STAMP)
 	$(BIN)/ruff check src tests scripts benchmarks notebooks
 	$(PY) scripts/sync_notebooks.py --check
