@@ -8,15 +8,18 @@ import torch
 
 from transformer_book.data.toy import make_toy_task
 from transformer_book.nn.layers import DecoderLayer, EncoderLayer
-from transformer_book.nn.positional import LearnedPositionalEmbedding, SinusoidalPositionalEncoding
+from transformer_book.nn.positional import (
+    LearnedPositionalEmbedding,
+    NoPositions,
+    SinusoidalPositionalEncoding,
+    positional_encoding,
+)
 from transformer_book.toy.aligner import (
     Aligner,
     AlignerConfig,
-    NoPositions,
     alignment_accuracy,
     expected_alignment,
     greedy_decode,
-    make_positions,
     sequence_accuracy,
     train_aligner,
 )
@@ -84,8 +87,8 @@ def test_decoder_is_causal_and_batch_independent():
 @pytest.mark.parametrize(("kind", "cls"), [("sinusoidal", SinusoidalPositionalEncoding),
                                            ("learned", LearnedPositionalEmbedding),
                                            ("none", NoPositions)])
-def test_make_positions(kind, cls):
-    layer = make_positions(kind, 8, 10)
+def test_positional_encoding(kind, cls):
+    layer = positional_encoding(kind, 8, 10)
     assert isinstance(layer, cls)
     x = torch.zeros(2, 10, 8)
     assert layer(x).shape == x.shape
@@ -153,7 +156,9 @@ def test_bad_inputs():
         model.decode(torch.ones(1, 2, dtype=torch.long), torch.zeros(1, 3, 16),
                      torch.ones(1, 2, dtype=torch.long))
     with pytest.raises(BookError, match="kind: expected one of"):
-        make_positions("relative", 8, 4)
+        positional_encoding("relative", 8, 4)
+    with pytest.raises(BookError, match=r"positions: expected one of .*'sinusoidal'"):
+        AlignerConfig(positions="relative")
     with pytest.raises(BookError, match="task: expected 'copy', 'reverse' or 'sort'"):
         expected_alignment("shift", [1, 2])
     with pytest.raises(BookError, match="expected: expected 2 lists"):

@@ -1,9 +1,10 @@
-"""Configurations: the model's hyperparameters and a training run's settings.
+"""The model's hyperparameters: :class:`TransformerConfig` and its named sizes.
 
 :class:`TransformerConfig` holds the numbers of Table 3 of *Attention Is All You Need*
 (Vaswani et al., 2017) -- N, d_model, d_ff, h, d_k, d_v, P_drop, ε_ls -- plus the choices the
-paper leaves implicit (positions, weight tying, LayerNorm placement). :class:`RunConfig` is
-what ``transformer-book train`` reads from a TOML file in ``configs/``.
+paper leaves implicit (positions, weight tying, LayerNorm placement). A training run's
+settings, what ``transformer-book train`` reads from ``configs/*.toml``, are
+:class:`transformer_book.run.config.RunConfig`.
 """
 
 from __future__ import annotations
@@ -13,14 +14,13 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from transformer_book.nn.positional import require_positional_kind
 from transformer_book.util.validation import (
     require,
     require_int,
     require_positive_int,
     require_probability,
 )
-
-POSITIONAL_KINDS = ("sinusoidal", "learned")
 
 # nn.Transformer's layout (a final LayerNorm after each stack, a generator bias): what every
 # model of this course was before the paper's layout became the default.
@@ -74,7 +74,9 @@ class TransformerConfig:
             ``nn.Transformer``-style models add one (True).
         tie_embeddings: Section 3.4, "we share the same weight matrix between the two
             embedding layers and the pre-softmax linear transformation" (joint vocabulary).
-        positional: "sinusoidal" (Section 3.5) or "learned" (Table 3, row E).
+        positional: a kind of :data:`~transformer_book.nn.positional.POSITIONAL_ENCODINGS`:
+            "sinusoidal" (Section 3.5), "learned" (Table 3, row E), "fourier" (random
+            Fourier features) or "none".
         layer_norm_eps: ε of every LayerNorm.
         label_smoothing: ε_ls (Section 5.4).
     """
@@ -114,8 +116,7 @@ class TransformerConfig:
         require_probability(self.dropout, "dropout")
         require_probability(self.attention_dropout, "attention_dropout")
         require_probability(self.label_smoothing, "label_smoothing")
-        require(self.positional in POSITIONAL_KINDS, "positional",
-                f"one of {POSITIONAL_KINDS}", repr(self.positional))
+        require_positional_kind(self.positional, "positional")
         require(isinstance(self.norm_first, bool), "norm_first", "a bool", repr(self.norm_first))
         if self.final_norm is None:
             object.__setattr__(self, "final_norm", self.norm_first)

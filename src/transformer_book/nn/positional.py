@@ -4,26 +4,44 @@
 use of the order of the sequence, we must inject some information about the relative or
 absolute position of the tokens in the sequence. To this end, we add 'positional encodings'
 to the input embeddings at the bottoms of the encoder and decoder stacks."
+
+Every kind of positional encoding is a module ``forward(x (B, L, d_model), offset=0) ->
+(B, L, d_model)`` that adds a position-dependent vector to each embedding, then dropout. The
+kinds live in one registry, :data:`POSITIONAL_ENCODINGS` (name -> builder ``(d_model,
+max_len, dropout) -> module``), and :func:`positional_encoding` builds one by name: the
+Transformer (``TransformerConfig.positional``) and the toy models of Part II both build their
+positions through it. A new kind is one line::
+
+    POSITIONAL_ENCODINGS["mine"] = MyPositionalEncoding  # (d_model, max_len, dropout)
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import torch
 from torch import nn
 
 from transformer_book.util.validation import (
     require,
+    require_int,
+    require_one_of,
     require_positive_int,
+    require_positive_number,
     require_probability,
     require_tensor,
 )
 
 __all__ = [
+    "POSITIONAL_ENCODINGS",
+    "FourierPositionalEncoding",
     "LearnedPositionalEmbedding",
+    "NoPositions",
     "SinusoidalPositionalEncoding",
+    "positional_encoding",
     "relative_offset_matrix",
+    "require_positional_kind",
     "sinusoidal_encoding",
 ]
 
@@ -101,6 +119,8 @@ class SinusoidalPositionalEncoding(nn.Module):
     ``offset .. offset + L - 1`` (``offset`` serves incremental decoding).
     """
 
+    pe: torch.Tensor
+
     def __init__(self, d_model: int, max_len: int = 5000, dropout: float = 0.0) -> None:
         super().__init__()
         self.d_model = _require_even_d_model(d_model)
@@ -138,6 +158,103 @@ class LearnedPositionalEmbedding(nn.Module):
             _check_positions(x, self.d_model, self.max_len, offset)
         pe = self.embedding.weight[offset : offset + x.shape[1]]  # (L, d_model)
         return self.dropout(x + pe)  # (B, L, d_model) + (L, d_model) broadcasts over B
+
+
+class FourierPositionalEncoding(nn.Module):
+    """Random Fourier features of the position (Rahimi & Recht, 2007, "Random Features for
+    Large-Scale Kernel Machines"; Tancik et al., 2020, "Fourier Features Let Networks Learn
+    High Frequency Functions in Low Dimensional Domains", whose ``γ(v) = [cos 2πBv, sin 2πBv]``
+    with ``B ~ N(0, σ²)`` this is for the one coordinate ``v = pos``).
+
+    The same table as :func:`sinusoidal_encoding`, ``PE(pos, 2i) = sin(ω_i pos)``,
+    ``PE(pos, 2i+1) = cos(ω_i pos)``, but the ``d_model / 2`` angular frequencies ``ω_i`` are
+    drawn from ``N(0, scale²)`` (radians per position) instead of Section 3.5's geometric
+    progression. It keeps what Section 3.5 chose sinusoids for: ``PE(pos + k)`` is a rotation
+    of ``PE(pos)`` (a linear function of it) for every offset ``k``; and by Bochner's theorem
+    the dot product of two positions depends on their offset alone, ``PE(p) · PE(q) =
+    Σ_i cos(ω_i (p - q)) ≈ (d_model / 2) · exp(-scale² (p - q)² / 2)``, a Gaussian kernel
+    about ``1 / scale`` positions wide.
+
+    The frequencies come from a generator seeded with ``seed`` (the global random state is
+    not touched), so every model of one ``d_model`` has the same table and, like the
+    sinusoids, it is a non-persistent buffer: checkpoints do not store it.
+    ``forward(x (B, L, d_model), offset=0)`` -> ``x + PE[offset : offset + L]``, then dropout.
+    """
+
+    pe: torch.Tensor
+    frequencies: torch.Tensor
+
+    def __init__(self, d_model: int, max_len: int, dropout: float = 0.0, *, scale: float = 1.0,
+                 seed: int = 0) -> None:
+        super().__init__()
+        self.d_model = _require_even_d_model(d_model)
+        self.max_len = require_positive_int(max_len, "max_len")
+        self.dropout = nn.Dropout(require_probability(dropout, "dropout"))
+        scale = require_positive_number(scale, "scale")
+        generator = torch.Generator().manual_seed(require_int(seed, "seed", minimum=0))
+        omega = torch.randn(d_model // 2, generator=generator, dtype=torch.float64) * scale
+        self.register_buffer("frequencies", omega.float(), persistent=False)  # (d_model / 2,)
+        angles = torch.arange(max_len, dtype=torch.float64).unsqueeze(1) * omega  # (L, d/2)
+        # (L, d/2) twice -> (L, d/2, 2) -> (L, d): sin in even columns, cos in odd ones
+        pe = torch.stack((angles.sin(), angles.cos()), dim=-1).reshape(max_len, d_model)
+        self.register_buffer("pe", pe.float(), persistent=False)
+
+    def forward(self, x: torch.Tensor, offset: int = 0) -> torch.Tensor:
+        if not torch.compiler.is_compiling():  # metadata only, and not while tracing
+            _check_positions(x, self.d_model, self.max_len, offset)
+        pe = self.pe[offset : offset + x.shape[1]].to(x.dtype)  # (L, d_model)
+        return self.dropout(x + pe)  # (B, L, d_model) + (L, d_model) broadcasts over B
+
+
+class NoPositions(nn.Module):
+    """No positions: ``forward(x (B, L, d_model), offset=0) -> dropout(x)``.
+
+    Without positions attention is permutation-equivariant and a model sees its input as a
+    bag of tokens (chapter 08 shows what that costs; Table 3's row (E) compares only the two
+    kinds above).
+    """
+
+    def __init__(self, d_model: int, max_len: int, dropout: float = 0.0) -> None:
+        super().__init__()
+        self.d_model = require_positive_int(d_model, "d_model")
+        self.max_len = require_positive_int(max_len, "max_len")
+        self.dropout = nn.Dropout(require_probability(dropout, "dropout"))
+
+    def forward(self, x: torch.Tensor, offset: int = 0) -> torch.Tensor:
+        if not torch.compiler.is_compiling():  # metadata only, and not while tracing
+            _check_positions(x, self.d_model, self.max_len, offset)
+        return self.dropout(x)
+
+
+#: Every positional encoding by name: a builder ``(d_model, max_len, dropout) -> module``
+#: whose ``forward(x (B, L, d_model), offset=0)`` returns ``(B, L, d_model)``. The one list
+#: of kinds: ``TransformerConfig.positional`` and the toy models accept exactly these keys.
+POSITIONAL_ENCODINGS: dict[str, Callable[[int, int, float], nn.Module]] = {
+    "sinusoidal": SinusoidalPositionalEncoding,  # Section 3.5
+    "learned": LearnedPositionalEmbedding,  # Table 3, row (E)
+    "fourier": FourierPositionalEncoding,  # random Fourier features (Tancik et al., 2020)
+    "none": NoPositions,  # a bag of tokens (chapter 08)
+}
+
+
+def require_positional_kind(kind: object, argument: str = "kind") -> str:
+    """Return ``kind`` if it names a registered positional encoding, else raise a
+    ``BookError`` naming ``argument`` and listing the kinds of :data:`POSITIONAL_ENCODINGS`."""
+    require_one_of(kind, argument, POSITIONAL_ENCODINGS)
+    assert isinstance(kind, str), f"registry keys are strings, got {kind!r}"
+    return kind
+
+
+def positional_encoding(kind: str, d_model: int, max_len: int,
+                        dropout: float = 0.0) -> nn.Module:
+    """The positional encoding ``kind`` of :data:`POSITIONAL_ENCODINGS` for ``max_len``
+    positions of width ``d_model``, with ``dropout`` on the sums (Section 5.4: "we apply
+    dropout to the sums of the embeddings and the positional encodings").
+
+    The module maps ``x (B, L, d_model)`` (``offset + L <= max_len``) to ``(B, L, d_model)``.
+    An unknown ``kind`` raises a ``BookError`` listing the registered kinds.
+    """
+    return POSITIONAL_ENCODINGS[require_positional_kind(kind)](d_model, max_len, dropout)
 
 
 def _check_positions(x: torch.Tensor, d_model: int, max_len: int, offset: int) -> None:

@@ -4,15 +4,12 @@ Each is built from :mod:`transformer_book.nn`, never re-deriving it.
 """
 
 from transformer_book.toy.aligner import (
-    POSITION_KINDS,
     Aligner,
     AlignerConfig,
-    NoPositions,
     alignment_accuracy,
     expected_alignment,
     greedy_decode,
     layer_config,
-    make_positions,
     require_widths,
     sequence_accuracy,
     train_aligner,
@@ -45,10 +42,10 @@ from transformer_book.toy.positions import (
 )
 
 __all__ = [
-    "IGNORE", "NO_LABEL", "POSITION_KINDS", "RELATIONS", "Aligner", "AlignerConfig",
-    "NeighbourModel", "NoPositions", "PositionProbe", "ProbeConfig", "accuracy_by_length",
+    "IGNORE", "NO_LABEL", "RELATIONS", "Aligner", "AlignerConfig",
+    "NeighbourModel", "PositionProbe", "ProbeConfig", "accuracy_by_length",
     "alignment_accuracy", "attention_by_offset", "expected_alignment", "fit",
-    "fit_teacher_forced", "greedy_decode", "layer_config", "make_positions", "make_shift_task",
+    "fit_teacher_forced", "greedy_decode", "layer_config", "make_shift_task",
     "neighbour_accuracy", "neighbour_task", "require_widths", "sample_examples",
     "sequence_accuracy", "token_cross_entropy", "train_aligner", "train_memory_network",
     "train_neighbour_model", "train_probe", "train_seq2seq", "warmup_then_decay"

@@ -7,8 +7,8 @@ This mimics the typical encoder-decoder attention mechanisms in sequence-to-sequ
 such as [Bahdanau et al., 2015]."
 
 :class:`Aligner` is built only from the parts of Part II: token embeddings, a positional
-encoding (:mod:`transformer_book.nn.positional`) and the Transformer's own layers,
-:class:`~transformer_book.nn.layers.EncoderLayer` and
+encoding (:func:`~transformer_book.nn.positional.positional_encoding`) and the Transformer's
+own layers, :class:`~transformer_book.nn.layers.EncoderLayer` and
 :class:`~transformer_book.nn.layers.DecoderLayer` (post-LN, as in the paper, and without
 dropout). Their :class:`~transformer_book.nn.attention.MultiHeadAttention` is used three ways:
 
@@ -41,48 +41,26 @@ from transformer_book.data.toy import Example, require_examples
 from transformer_book.nn.attention import MultiHeadAttention, padding_mask
 from transformer_book.nn.config import TransformerConfig
 from transformer_book.nn.layers import DecoderLayer, EncoderLayer
-from transformer_book.nn.positional import LearnedPositionalEmbedding, SinusoidalPositionalEncoding
+from transformer_book.nn.positional import positional_encoding, require_positional_kind
 from transformer_book.toy.fit import fit_teacher_forced
 from transformer_book.util.validation import (
     require,
     require_int,
-    require_one_of,
     require_positive_int,
     require_tensor,
 )
 
 __all__ = [
-    "POSITION_KINDS",
     "Aligner",
     "AlignerConfig",
-    "NoPositions",
     "alignment_accuracy",
     "expected_alignment",
     "greedy_decode",
     "layer_config",
-    "make_positions",
     "require_widths",
     "sequence_accuracy",
     "train_aligner",
 ]
-
-POSITION_KINDS: tuple[str, ...] = ("sinusoidal", "learned", "none")
-
-
-class NoPositions(nn.Module):
-    """The identity, with the positional encodings' interface: ``forward(x, offset=0) -> x``.
-
-    A model built with it sees its input as a bag of tokens (chapter 08 shows what that costs).
-    """
-
-    def __init__(self, d_model: int) -> None:
-        super().__init__()
-        self.d_model = require_positive_int(d_model, "d_model")
-
-    def forward(self, x: torch.Tensor, offset: int = 0) -> torch.Tensor:
-        require_tensor(x, "x", ndim=3, floating=True)
-        return x
-
 
 def require_widths(d_model: int, d_ff: int, **heads: int) -> None:
     """The widths of a toy model's layers: ``d_model`` and ``d_ff`` positive integers, and
@@ -102,20 +80,6 @@ def layer_config(vocab_size: int, d_model: int, num_heads: int, d_ff: int) -> Tr
                              d_ff=d_ff, dropout=0.0, attention_dropout=0.0, norm_first=False)
 
 
-def make_positions(kind: str, d_model: int, max_len: int) -> nn.Module:
-    """The positional layer ``kind`` (``"sinusoidal"``, ``"learned"`` or ``"none"``).
-
-    ``"sinusoidal"`` is Section 3.5's fixed table, ``"learned"`` a trainable ``(max_len,
-    d_model)`` table, ``"none"`` adds nothing. All map ``x (B, L, d_model)`` to the same shape.
-    """
-    require_one_of(kind, "kind", POSITION_KINDS)
-    if kind == "sinusoidal":
-        return SinusoidalPositionalEncoding(d_model, max_len=max_len)
-    if kind == "learned":
-        return LearnedPositionalEmbedding(d_model, max_len)
-    return NoPositions(d_model)
-
-
 @dataclass(frozen=True)
 class AlignerConfig:
     """Sizes of an :class:`Aligner`.
@@ -128,7 +92,9 @@ class AlignerConfig:
         d_ff: inner width of the feed-forward networks.
         encoder_layers, decoder_layers: how many layers of each.
         max_len: longest sequence the positional table covers.
-        positions: ``"sinusoidal"``, ``"learned"`` or ``"none"``.
+        positions: a kind of :data:`~transformer_book.nn.positional.POSITIONAL_ENCODINGS`
+            (``"sinusoidal"``, ``"learned"``, ``"fourier"``, ``"none"``, or one registered
+            there).
     """
 
     vocab_size: int = 16
@@ -148,7 +114,7 @@ class AlignerConfig:
         require_positive_int(self.encoder_layers, "encoder_layers")
         require_positive_int(self.decoder_layers, "decoder_layers")
         require_positive_int(self.max_len, "max_len")
-        require_one_of(self.positions, "positions", POSITION_KINDS)
+        require_positional_kind(self.positions, "positions")
 
 
 def _decoder_layer(config: AlignerConfig) -> DecoderLayer:
@@ -190,7 +156,7 @@ class Aligner(nn.Module):
         self.pad_id = PAD_ID
         self.embedding = nn.Embedding(config.vocab_size, d)
         nn.init.normal_(self.embedding.weight, std=d**-0.5)  # × √d_model: entries of size ~1
-        self.positions = make_positions(config.positions, d, config.max_len)
+        self.positions = positional_encoding(config.positions, d, config.max_len)  # no dropout
         layers = layer_config(config.vocab_size, d, config.num_heads, config.d_ff)
         self.encoder = nn.ModuleList(EncoderLayer(layers) for _ in range(config.encoder_layers))
         self.decoder = nn.ModuleList(_decoder_layer(config)

@@ -11,8 +11,9 @@ back: ``y_t = x_{t - shift}``. Contents alone cannot answer it (attention withou
 treats the input as a bag), and the answer depends only on the *relative* position, so it
 is the kind of relation sinusoids were chosen for. :class:`PositionProbe` is an encoder of
 the Transformer's own :class:`~transformer_book.nn.layers.EncoderLayer` (post-LN, no
-dropout) with a classifier on top; its positional layer is ``"sinusoidal"``, ``"learned"``
-or ``"none"``.
+dropout) with a classifier on top; its positional layer is any kind of
+:data:`~transformer_book.nn.positional.POSITIONAL_ENCODINGS` (``"sinusoidal"``,
+``"learned"``, ``"fourier"``, ``"none"``).
 
 Labels use ``0`` (``<pad>``) for "no answer": the first ``shift`` positions and padding,
 both ignored by the loss and by :func:`accuracy_by_length`.
@@ -39,17 +40,12 @@ from transformer_book.data.tokenizer import PAD_ID
 from transformer_book.data.toy import FIRST_TOKEN_ID, Example, require_examples
 from transformer_book.nn.attention import padding_mask
 from transformer_book.nn.layers import EncoderLayer
-from transformer_book.toy.aligner import (
-    POSITION_KINDS,
-    layer_config,
-    make_positions,
-    require_widths,
-)
+from transformer_book.nn.positional import positional_encoding, require_positional_kind
+from transformer_book.toy.aligner import layer_config, require_widths
 from transformer_book.toy.fit import fit, sample_examples, token_cross_entropy
 from transformer_book.util.validation import (
     require,
     require_int,
-    require_one_of,
     require_positive_int,
     require_tensor,
 )
@@ -106,8 +102,9 @@ class ProbeConfig:
         vocab_size: ids including the four specials.
         d_model, num_heads, d_ff: widths of the encoder blocks.
         layers: how many encoder blocks.
-        max_len: rows of a learned table (the sinusoidal table is computed for any length).
-        positions: ``"sinusoidal"``, ``"learned"`` or ``"none"``.
+        max_len: rows of a learned table (a table without parameters, a fixed function of
+            the position, is computed for at least 4096 positions).
+        positions: a kind of :data:`~transformer_book.nn.positional.POSITIONAL_ENCODINGS`.
     """
 
     vocab_size: int = 16
@@ -123,15 +120,17 @@ class ProbeConfig:
         require_widths(self.d_model, self.d_ff, num_heads=self.num_heads)
         require_positive_int(self.layers, "layers")
         require_positive_int(self.max_len, "max_len")
-        require_one_of(self.positions, "positions", POSITION_KINDS)
+        require_positional_kind(self.positions, "positions")
 
 
 class PositionProbe(nn.Module):
     """Embedding (× √d_model, Section 3.4) + positions (Section 3.5) + encoder layers +
     a linear classifier: ``forward(ids (B, L)) -> logits (B, L, vocab)``.
 
-    With ``positions="learned"`` the table has ``max_len`` rows and longer inputs raise a
-    ``BookError``; rows beyond the training lengths are never updated by training.
+    A learned table (``positions="learned"``) has ``max_len`` rows and longer inputs raise a
+    ``BookError``; rows beyond the training lengths are never updated by training. A fixed
+    one (no parameters) covers at least 4096 positions, so that extrapolation can be
+    measured.
     """
 
     def __init__(self, config: ProbeConfig) -> None:
@@ -141,8 +140,10 @@ class PositionProbe(nn.Module):
         d = config.d_model
         self.embedding = nn.Embedding(config.vocab_size, d)
         nn.init.normal_(self.embedding.weight, std=d**-0.5)  # × √d_model: entries of size ~1
-        max_len = config.max_len if config.positions == "learned" else max(config.max_len, 4096)
-        self.positions = make_positions(config.positions, d, max_len)
+        self.positions = positional_encoding(config.positions, d, config.max_len)
+        if next(self.positions.parameters(), None) is None:  # fixed: a function of position
+            # built again, longer (a fixed table draws no random numbers: same initial model)
+            self.positions = positional_encoding(config.positions, d, max(config.max_len, 4096))
         layers = layer_config(config.vocab_size, d, config.num_heads, config.d_ff)
         self.blocks = nn.ModuleList(EncoderLayer(layers) for _ in range(config.layers))
         self.classifier = nn.Linear(d, config.vocab_size)
