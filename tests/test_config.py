@@ -60,8 +60,8 @@ def test_unknown_preset_lists_valid_ones():
         ({"num_encoder_layers": -1}, r"num_encoder_layers: expected an integer >= 1"),
         ({"vocab_size": 0}, r"vocab_size: expected an integer >= 1, received 0"),
         ({"max_len": 2.5}, r"max_len: expected an integer >= 1, received 2.5"),
-        ({"positional": "rotary"}, r"positional: expected one of \('sinusoidal', 'learned'\), "
-                                   r"received 'rotary'"),
+        ({"positional": "rotary"}, r"positional: expected one of \['fourier', 'learned', "
+                                   r"'none', 'sinusoidal'\], received 'rotary'"),
         ({"label_smoothing": 1.5}, r"label_smoothing: expected"),
         ({"layer_norm_eps": 0.0}, r"layer_norm_eps: expected a positive number, received 0.0"),
         ({"eos_id": 50}, r"eos_id: expected an id < vocab_size=50, received 50"),
@@ -201,7 +201,8 @@ def test_bad_numbers_in_a_toml_are_book_errors(tmp_path, text, match):
     [
         ("[model]\nd_model = 10\n", r"\[model\] d_model: expected a multiple of num_heads=8"),
         ("[model]\nd_model = 9\nnum_heads = 3\n",
-         r"\[model\] d_model: expected an even number \(sinusoidal positions"),
+         r"\[model\] d_model: expected an even integer \(sin/cos pairs\), received 9 "
+         r"\(\[model\] positional = 'sinusoidal'\)"),
         ("[model]\ndropout = 2\n", r"\[model\] dropout: expected a number in \[0, 1\)"),
         ("[model]\nvocab_size = 999\n", r"\[model\] vocab_size: expected no such key"),
         ("[model]\npad_id = 5\n", r"\[model\] pad_id: expected 0, the tokenizer's id"),
@@ -255,7 +256,7 @@ def test_a_changed_field_is_refused_when_the_data_is_prepared(tmp_path, monkeypa
 
     run = RunConfig()
     run.data.src = "xx"  # changed after it was validated
-    monkeypatch.setattr(corpus, "load_multi30k", _no_data)
+    monkeypatch.setattr(corpus, "load_corpus", _no_data)
     with pytest.raises(BookError, match=r"RunConfig \[data\] src: expected one of"):
         corpus.prepare_data(run, tmp_path / "run")
     assert not (tmp_path / "run").exists()
@@ -269,7 +270,7 @@ def test_cli_train_refuses_a_bad_config_before_reading_data(tmp_path, monkeypatc
     from transformer_book import cli
     from transformer_book.train import corpus
 
-    monkeypatch.setattr(corpus, "load_multi30k", _no_data)
+    monkeypatch.setattr(corpus, "load_corpus", _no_data)
     path = _write(tmp_path, '[model]\npreset = "tiny"\n[data]\nsrc = "xx"\n')
     out = tmp_path / "run"
     code = cli.main(["train", "--config", str(path), "--out", str(out), "--results",
@@ -304,7 +305,7 @@ def test_resume_with_another_data_section_writes_nothing(tmp_path, monkeypatch):
     from transformer_book.train import corpus
 
     before = _fake_run(tmp_path, _tiny_run())
-    monkeypatch.setattr(corpus, "load_multi30k", _no_data)
+    monkeypatch.setattr(corpus, "load_corpus", _no_data)
     with pytest.raises(BookError, match=r"resume: expected the config of the checkpoint "
                                         r".*step_10, received \[data\] vocab_size: 500 in the "
                                         r"checkpoint, 400 now"):

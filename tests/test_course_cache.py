@@ -154,7 +154,7 @@ def test_offline_an_interrupted_run_is_left_alone(multi30k_dir, tmp_path, monkey
         raise DatasetUnavailableError("Multi30k: expected the files or a network, received "
                                       "neither")
 
-    monkeypatch.setattr(corpus, "load_multi30k", offline)
+    monkeypatch.setattr(corpus, "load_corpus", offline)
     with pytest.raises(DatasetUnavailableError, match="received neither"):
         run(tiny_config(multi30k_dir, steps=4), tmp_path)
     assert _snapshot(run_dir) == before

@@ -1,8 +1,10 @@
-"""Data for the course: Multi30k, BPE tokenization, batching and synthetic toy tasks.
+"""Data for the course: corpora, BPE tokenization, batching and synthetic toy tasks.
 
 Section 5.1 "Training Data and Batching" of the paper, scaled down to a laptop:
 
-- :mod:`~transformer_book.data.multi30k` -- the sentence pairs (verified, cached);
+- :mod:`~transformer_book.data.corpora` -- datasets by name and :func:`load_corpus`, the one
+  way training reads sentence pairs: Multi30k or a folder of parallel text;
+- :mod:`~transformer_book.data.multi30k` -- the course's sentence pairs (verified, cached);
 - :mod:`~transformer_book.data.tokenizer` -- byte-pair encoding with a shared
   source-target vocabulary; :mod:`~transformer_book.data.vocabulary` -- the word-level
   baseline it replaces;
@@ -16,6 +18,12 @@ from transformer_book.data.batching import (
     pad_sequences,
     padding_fraction,
     token_mask,
+)
+from transformer_book.data.corpora import (
+    CORPUS_SPLITS,
+    DATASETS,
+    Dataset,
+    load_corpus,
 )
 from transformer_book.data.multi30k import (
     MULTI30K_LANGUAGES,
@@ -48,6 +56,8 @@ from transformer_book.data.vocabulary import WordVocabulary, split_words, unknow
 
 __all__ = [
     "BOS_ID",
+    "CORPUS_SPLITS",
+    "DATASETS",
     "EOS_ID",
     "MULTI30K_LANGUAGES",
     "MULTI30K_SHA256",
@@ -57,6 +67,7 @@ __all__ = [
     "TOY_TASKS",
     "UNK_ID",
     "BPETokenizer",
+    "Dataset",
     "DatasetUnavailableError",
     "StoryQA",
     "StoryTensors",
@@ -65,6 +76,7 @@ __all__ = [
     "collate_pairs",
     "encode_stories",
     "encode_story",
+    "load_corpus",
     "load_multi30k",
     "make_story_qa",
     "make_toy_task",

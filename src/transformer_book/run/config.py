@@ -6,13 +6,17 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from transformer_book.data.multi30k import MULTI30K_LANGUAGES
+import torch
+
+from transformer_book.data.corpora import check_dataset
 from transformer_book.data.tokenizer import BOS_ID, EOS_ID, MIN_VOCAB_SIZE, PAD_ID
 from transformer_book.nn.config import PRESETS, TransformerConfig
+from transformer_book.nn.positional import positional_encoding
 from transformer_book.util.validation import (
     BookError,
     fail,
@@ -24,13 +28,10 @@ from transformer_book.util.validation import (
     require_positive_number,
 )
 
-try:
-    import tomllib  # Python >= 3.11
-except ModuleNotFoundError:  # pragma: no cover - Python 3.10
-    try:
-        import tomli as tomllib  # type: ignore[no-redef]
-    except ModuleNotFoundError:
-        tomllib = None  # type: ignore[assignment]
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - Python 3.10: tomli, a dependency there (pyproject.toml)
+    import tomli as tomllib
 
 PRECISIONS = ("auto", "fp32", "bf16", "fp16")
 # The largest length-penalty exponent α accepted, here and by beam search (Section 6.1: 0.6).
@@ -51,16 +52,22 @@ class ModelSection:
 
 @dataclass
 class DataSection:
-    """``[data]``: language pair, joint BPE size, token budget per batch (Section 5.1).
+    """``[data]``: the corpus, language pair, joint BPE size, token budget per batch
+    (Section 5.1).
 
-    ``max_tokens`` counts one side, padding included, like Section 5.1's "approximately
-    25000 source tokens and 25000 target tokens"; ``train_subset`` keeps only the first
-    pairs of the training split (``None``: all of them). ``bpe_dropout`` > 0 re-segments
+    ``dataset`` names an entry of :data:`~transformer_book.data.corpora.DATASETS`:
+    ``"multi30k"`` (found in ``data_dir``, ``$TRANSFORMER_BOOK_DATA`` or the cache) or
+    ``"parallel-text"`` (the folder ``data_dir`` holding ``train.<src>``, ``train.<tgt>``,
+    ``valid.*`` and ``test.*``, one sentence per line). ``max_tokens`` counts one side,
+    padding included, like Section 5.1's "approximately 25000 source tokens and 25000 target
+    tokens"; ``train_subset`` keeps only the first pairs of the training split (``None``:
+    all of them). ``bpe_dropout`` > 0 re-segments
     the training pairs every epoch with BPE-dropout (Provilkov et al., 2020; not in the
     paper): each merge is skipped with that probability; validation and decoding always
     use the plain segmentation.
     """
 
+    dataset: str = "multi30k"
     src: str = "de"
     tgt: str = "en"
     vocab_size: int = 8000
@@ -77,7 +84,8 @@ class DataSection:
 
 def with_data_defaults(saved: dict[str, Any]) -> dict[str, Any]:
     """A saved ``[data]`` table (a checkpoint's) with every key added since it was written
-    (``bpe_dropout``) at its default, the value it was trained with; empty stays empty."""
+    (``bpe_dropout``, ``dataset``) at its default, the value it was trained with; empty stays
+    empty."""
     return {**dataclasses.asdict(DataSection()), **saved} if saved else saved
 
 
@@ -131,7 +139,8 @@ class RunConfig:
 
         Everything that can be known before the data is read is checked here: the model is
         built for ``[data] vocab_size`` (its shapes, heads, dropout, positions), the
-        languages exist in Multi30k, the BPE size is possible, the token budget holds the
+        dataset is registered and has the languages (and its folder exists, if it needs
+        one), the BPE size is possible, the token budget holds the
         longest kept pair and the learning-rate schedule stays finite.
         """
         require_int(self.data.vocab_size, f"{source} [data] vocab_size", minimum=MIN_VOCAB_SIZE)
@@ -207,19 +216,21 @@ def _check_model(model: ModelSection, data: DataSection, source: str) -> Transfo
         config = model.build(data.vocab_size)
     except BookError as error:
         raise BookError(f"{where} {error}") from error
-    require(config.positional != "sinusoidal" or config.d_model % 2 == 0, f"{where} d_model",
-            "an even number (sinusoidal positions pair sin and cos, Section 3.5)",
-            config.d_model)
+    # The positional encoding accepts d_model (sin/cos pairs need an even one); built for one
+    # position, away from the global random state (a learned table draws numbers).
+    with torch.random.fork_rng(devices=[]):
+        try:
+            positional_encoding(config.positional, config.d_model, 1)
+        except BookError as error:
+            raise BookError(f"{where} {error} ([model] positional = {config.positional!r})"
+                            ) from error
     return config
 
 
 def _check_data(d: DataSection, model: TransformerConfig, source: str) -> None:
-    """``[data]``: languages, BPE size, token budget, lengths, subset and data folder."""
+    """``[data]``: dataset, languages, data folder, BPE size, token budget, lengths, subset."""
     where = f"{source} [data]"
-    require_one_of(d.src, f"{where} src", MULTI30K_LANGUAGES)
-    require_one_of(d.tgt, f"{where} tgt", MULTI30K_LANGUAGES)
-    require(d.src != d.tgt, f"{where} tgt", f"a language different from src={d.src!r}",
-            repr(d.tgt))
+    check_dataset(d.dataset, d.src, d.tgt, d.data_dir, where)
     require_positive_int(d.max_len, f"{where} max_len")
     longest = min(d.max_len, model.max_len)  # the longest pair prepare_data keeps
     require(type(d.max_tokens) is int and d.max_tokens >= longest, f"{where} max_tokens",
@@ -230,9 +241,6 @@ def _check_data(d: DataSection, model: TransformerConfig, source: str) -> None:
     require(type(d.bpe_dropout) in (int, float) and 0.0 <= d.bpe_dropout < 1.0,
             f"{where} bpe_dropout", "a number in [0, 1) (0: no BPE-dropout)",
             repr(d.bpe_dropout))
-    require(d.data_dir is None or (isinstance(d.data_dir, str) and d.data_dir != ""),
-            f"{where} data_dir", "a folder path (a non-empty string) or no such key",
-            repr(d.data_dir))
 
 
 def _check_train(t: TrainSection, model: TransformerConfig, source: str) -> None:
@@ -276,8 +284,6 @@ def load_run_config(path: str | Path) -> RunConfig:
     the section and the keys.
     """
     path = Path(path)
-    if tomllib is None:  # pragma: no cover - Python 3.10 without tomli
-        raise ModuleNotFoundError("reading TOML on Python 3.10 needs `tomli`: pip install tomli")
     require(path.is_file(), "path", "an existing TOML file", str(path))
     with path.open("rb") as handle:
         try:

@@ -1,4 +1,5 @@
-"""The training corpus: Multi30k pairs -> joint BPE -> encoded, length-filtered id lists.
+"""The training corpus: ``[data] dataset``'s pairs -> joint BPE -> encoded, length-filtered
+id lists.
 
 Section 5.1: "Sentences were encoded using byte-pair encoding, which has a shared
 source-target vocabulary". The training loop (:mod:`transformer_book.train.loop`) encodes
@@ -10,6 +11,7 @@ them into teacher-forcing batches with :func:`make_batch` and :func:`make_step_b
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -19,7 +21,7 @@ from typing import Any
 import torch
 
 from transformer_book.data.batching import TokenBudgetSampler, collate_pairs
-from transformer_book.data.multi30k import load_multi30k
+from transformer_book.data.corpora import check_dataset, load_corpus
 from transformer_book.data.tokenizer import BOS_ID, EOS_ID, PAD_ID, BPETokenizer
 from transformer_book.run.checkpoint import METADATA, list_checkpoints
 from transformer_book.run.config import RunConfig, with_data_defaults
@@ -63,11 +65,13 @@ def _filter(src: list[list[int]], tgt: list[list[int]], limit: int) -> list[int]
 def prepare_data(run_config: RunConfig, out_dir: str | Path, *, is_main: bool = True,
                  barrier: Callable[[], None] | None = None,
                  val_sentences: int | None = None) -> PreparedData:
-    """Load Multi30k, train (or reuse) the joint BPE, encode train and val once.
+    """Load ``[data] dataset`` (:func:`~transformer_book.data.corpora.load_corpus`), train
+    (or reuse) the joint BPE, encode train and valid once.
 
     Section 5.1: "Sentences were encoded using byte-pair encoding, which has a shared
     source-target vocabulary". The tokenizer is trained on the (subset of the) training
-    pairs and cached as ``out_dir/tokenizer.json``, reused while ``[data]`` is unchanged.
+    pairs and cached as ``out_dir/tokenizer.json``, reused while ``[data]`` is unchanged
+    (and, for a dataset without fixed checksums, while the training text is).
     Pairs longer than ``[data] max_len`` (or the model's positions) are dropped. With
     ``val_sentences`` only the first that many validation pairs are used.
     """
@@ -79,12 +83,15 @@ def prepare_data(run_config: RunConfig, out_dir: str | Path, *, is_main: bool = 
     checkpoints = list_checkpoints(out_dir)
     if checkpoints:  # a resume: refuse a changed [data] before anything is read or written
         check_same_data(run_config, checkpoints[-1])
-    train_pairs = load_multi30k("train", d.src, d.tgt, d.data_dir)
+    train_pairs = load_corpus(d.dataset, "train", d.src, d.tgt, d.data_dir)
     if d.train_subset is not None:
         train_pairs = train_pairs[: d.train_subset]
-    val_pairs = load_multi30k("val", d.src, d.tgt, d.data_dir)[:val_sentences]
-    info = {"src": d.src, "tgt": d.tgt, "vocab_size": d.vocab_size,
-            "train_subset": d.train_subset, "train_pairs": len(train_pairs)}
+    val_pairs = load_corpus(d.dataset, "valid", d.src, d.tgt, d.data_dir)[:val_sentences]
+    info: dict[str, Any] = {"dataset": d.dataset, "src": d.src, "tgt": d.tgt,
+                            "vocab_size": d.vocab_size, "train_subset": d.train_subset,
+                            "train_pairs": len(train_pairs)}
+    if not check_dataset(d.dataset, d.src, d.tgt, d.data_dir).checksummed:
+        info["train_sha256"] = _fingerprint(train_pairs)  # its files may change in place
     path = _train_or_reuse_tokenizer(out_dir, info, train_pairs, bool(checkpoints), is_main)
     if barrier is not None:
         barrier()
@@ -112,13 +119,23 @@ def prepare_data(run_config: RunConfig, out_dir: str | Path, *, is_main: bool = 
                         encoded["train"][3])
 
 
+def _fingerprint(pairs: list[tuple[str, str]]) -> str:
+    """SHA-256 of the pairs' text, each pair a JSON line ``["source", "target"]``."""
+    digest = hashlib.sha256()
+    for pair in pairs:
+        digest.update(json.dumps(pair, ensure_ascii=False).encode() + b"\n")
+    return digest.hexdigest()
+
+
 def _train_or_reuse_tokenizer(out_dir: Path, info: dict, train_pairs: list,
                               has_checkpoints: bool, is_main: bool) -> Path:
     """The path of ``out_dir``'s tokenizer, trained on ``train_pairs`` unless ``info``
-    matches the one it was trained with. Under checkpoints it is never replaced."""
+    matches the one it was trained with. Under checkpoints it is never replaced. An info
+    file written before ``dataset`` was a setting describes Multi30k."""
     path, info_path = out_dir / TOKENIZER_FILE, out_dir / TOKENIZER_INFO
     saved_info = _read_json(info_path)
-    cached = path.is_file() and saved_info == info
+    then = {"dataset": "multi30k", **saved_info} if isinstance(saved_info, dict) else None
+    cached = path.is_file() and then == info
     require(cached or not (has_checkpoints and path.is_file()), str(path),
             f"a tokenizer trained with {info} ({TOKENIZER_INFO}), as the checkpoints in "
             f"{out_dir} would be", f"{saved_info} (use another out folder)")
