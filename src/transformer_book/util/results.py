@@ -50,7 +50,7 @@ def recorded_results_dir() -> Path | None:
         require(folder.is_dir(), RESULTS_ENV, "a folder of JSON records", repr(configured))
         return folder
     checkout = _checkout_results()
-    for folder in (Path("results"), Path("..") / "results", checkout, _installed_results()):
-        if folder is not None and _has_records(folder):
-            return folder
+    for candidate in (Path("results"), Path("..") / "results", checkout, _installed_results()):
+        if candidate is not None and _has_records(candidate):
+            return candidate
     return None

@@ -36,7 +36,9 @@ def capture_rng_state() -> dict[str, Any]:
     and batch orders as an uninterrupted one.
     """
     version, internal, gauss = random.getstate()
-    np_kind, np_keys, np_pos, np_has_gauss, np_gauss = np.random.get_state()  # noqa: NPY002 (the global one set_seed seeds)
+    np_state = np.random.get_state(legacy=True)  # noqa: NPY002 (the global one set_seed seeds)
+    assert isinstance(np_state, tuple), f"legacy numpy state is a tuple, got {type(np_state)}"
+    np_kind, np_keys, np_pos, np_has_gauss, np_gauss = np_state
     cuda = []
     if torch.cuda.is_available():
         cuda = [_encode_bytes(state) for state in torch.cuda.get_rng_state_all()]

@@ -31,6 +31,10 @@ class Stopwatch:
     Read inside the block, the properties give the time so far.
     """
 
+    _wall: float  # perf_counter() at start
+    _cpu: float  # process_time() at start
+    _stopped: tuple[float, float] | None  # both clocks when stopped, None while running
+
     def __init__(self) -> None:
         self.start()
 
