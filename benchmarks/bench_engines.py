@@ -47,7 +47,7 @@ from transformer_book.course.cache import chapter10_dir, load_completed, train_c
 from transformer_book.data import load_multi30k
 from transformer_book.data.tokenizer import EOS_ID as EOS
 from transformer_book.data.tokenizer import PAD_ID as PAD
-from transformer_book.inference import corpus_bleu, encode_sources, load_trained, translate_ids
+from transformer_book.inference import encode_sources, load_trained, score_corpus, translate_ids
 from transformer_book.interop import ctranslate
 from transformer_book.interop.hf_export import export_checkpoint, quiet_transformers
 from transformer_book.util.env import cpu_name, torch_threads
@@ -160,8 +160,8 @@ def measure_engines(limit: int | None = DEFAULT_LIMIT, threads: int = 2, clock: 
             seconds, outputs = _decode_all(engines, sources, beam, clock)
             results[beam] = {name: {
                 "seconds": seconds[name],
-                "bleu": corpus_bleu([trained.tokenizer.decode(h) for h in outputs[name]],
-                                    [t for _, t in pairs], other_metrics=False).score,
+                "bleu": score_corpus([trained.tokenizer.decode(h) for h in outputs[name]],
+                                     [t for _, t in pairs], other_metrics=False).bleu,
                 "same_as_course": sum(a == b for a, b in zip(outputs[name], outputs["course"],
                                                              strict=True)),
             } for name in engines}

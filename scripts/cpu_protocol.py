@@ -15,7 +15,8 @@ Each is scored on val with Section 6.1's decoding (beam 4, α = 0.6); the best v
 wins (ties: the earlier in this list). The choice is written to ``results/`` *before* the
 test split is read; then the winner alone is scored on test_2016_flickr, once, with a 95%
 bootstrap interval, and the protocol record names every val score beside the test score.
-Each evaluation also writes its own ``evaluate`` record, as ``transformer-book evaluate``.
+Each evaluation runs in this process (:func:`transformer_book.inference.evaluate`) and
+writes its own ``evaluate`` record, the one ``transformer-book evaluate`` writes.
 
 ``--against RUN`` (repeatable) adds the three rules of other runs of the same data, a
 configuration tried earlier, to the choice on val: the candidates are then named
@@ -26,56 +27,64 @@ protocol took, test is not read again: the record says so and names that score.
 from __future__ import annotations
 
 import argparse
-import tempfile
+import sys
 from pathlib import Path
 
-from transformer_book.cli import main as cli
 from transformer_book.data.multi30k import load_multi30k
-from transformer_book.inference.significance import bootstrap_interval, compare_systems
+from transformer_book.inference.evaluate import evaluate, write_evaluation
+from transformer_book.inference.significance import compare_systems
+from transformer_book.inference.trained import load_trained
 from transformer_book.util.records import read_records, write_record
+from transformer_book.util.timing import Stopwatch
 
-VARIANTS = {  # name -> evaluate arguments; the first wins ties
-    "last-5": ["--select", "last", "--average", "5"],
-    "best-val": ["--select", "best-val"],
-    "best-val-5": ["--select", "best-val", "--average", "5"],
+VARIANTS = {  # name -> which checkpoints (load_trained's select and average); the first wins ties
+    "last-5": {"select": "last", "average": 5},
+    "best-val": {"select": "best-val", "average": None},
+    "best-val-5": {"select": "best-val", "average": 5},
 }
 TEST_SPLIT = "test_2016_flickr"
 
 
-def evaluate(run: str, split: str, extra: list[str], results: str, hypotheses: Path) -> dict:
-    """One ``transformer-book evaluate`` (beam 4, α 0.6); its record, newest of its kind."""
-    code = cli(["evaluate", "--checkpoint", run, "--split", split, "--beam", "4",
-                "--alpha", "0.6", "--results", results, "--hypotheses", str(hypotheses),
-                *extra])
-    if code != 0:
-        raise SystemExit(f"evaluate {split} {' '.join(extra)} failed (exit {code})")
-    return read_records(results, "evaluate")[-1]
+def score(run: str, split: str, rule: dict, results: str) -> dict:
+    """One evaluation of ``run``'s checkpoints chosen by ``rule`` (beam 4, α 0.6), in this
+    process: its ``evaluate`` record is written into ``results``, and its scores (with their
+    signatures and 95% bootstrap intervals), the checkpoints' ``selection`` and the
+    ``hypotheses`` come back."""
+    with Stopwatch() as wall:
+        trained = load_trained(run, select=rule["select"], average=rule["average"])
+        evaluation = evaluate(trained, split=split, beam_size=4, alpha=0.6)
+    write_evaluation(results, evaluation, trained, sys.argv, wall.seconds)
+    scores = evaluation.scores
+    return {"bleu": scores.bleu, "signature": scores.bleu_signature, "chrf": scores.chrf,
+            "chrf_signature": scores.chrf_signature, "ter": scores.ter,
+            "ter_signature": scores.ter_signature, "bleu_95": evaluation.bleu_interval,
+            "chrf_95": evaluation.chrf_interval, "selection": trained.selection,
+            "hypotheses": evaluation.hypotheses}
 
 
-def candidates(run: str, against: list[str]) -> dict[str, tuple[str, list[str]]]:
-    """name -> (run folder, evaluate arguments), in tie-breaking order: ``run``'s rules
+def candidates(run: str, against: list[str]) -> dict[str, tuple[str, dict]]:
+    """name -> (run folder, checkpoint rule), in tie-breaking order: ``run``'s rules
     first, named by rule alone when there is no ``--against``."""
     runs = [run, *against]
     names = {r: Path(r).name for r in runs}
     if len(set(names.values())) < len(runs):  # two folders of one name: use the paths
         names = {r: r for r in runs}
-    return {(f"{names[r]}: {rule}" if against else rule): (r, extra)
-            for r in runs for rule, extra in VARIANTS.items()}
+    return {(f"{names[r]}: {name}" if against else name): (r, rule)
+            for r in runs for name, rule in VARIANTS.items()}
 
 
-def choose_on_val(options: dict[str, tuple[str, list[str]]], results: str, work: Path
+def choose_on_val(options: dict[str, tuple[str, dict]], results: str
                   ) -> tuple[str, dict, str]:
     """Score every candidate on val; the best BLEU (ties: the earlier) and its comparison
     with the runner-up (paired bootstrap and sacreBLEU's paired test)."""
     val_refs = [t for _, t in load_multi30k("val")]
     scored, texts = {}, {}
-    for i, (name, (run, extra)) in enumerate(options.items()):
-        hypotheses = work / f"{i}.val.txt"
-        record = evaluate(run, "val", extra, results, hypotheses)
-        texts[name] = hypotheses.read_text().splitlines()
-        scored[name] = {"run": run, "bleu": record["bleu"], "chrf": record["chrf"],
-                        "selection": record["selection"], "signature": record["signature"]}
-        print(f"val {name}: BLEU {record['bleu']:.2f}, chrF++ {record['chrf']:.2f}")
+    for name, (run, rule) in options.items():
+        found = score(run, "val", rule, results)
+        texts[name] = found["hypotheses"]
+        scored[name] = {"run": run, "bleu": found["bleu"], "chrf": found["chrf"],
+                        "selection": found["selection"], "signature": found["signature"]}
+        print(f"val {name}: BLEU {found['bleu']:.2f}, chrF++ {found['chrf']:.2f}")
     order = list(options)
     chosen = max(order, key=lambda n: (scored[n]["bleu"], -order.index(n)))
     runner_up = max((n for n in order if n != chosen), key=lambda n: scored[n]["bleu"])
@@ -100,10 +109,9 @@ def main() -> int:
                         help="an earlier run folder whose rules join the choice on val")
     parser.add_argument("--results", default="results", help="records folder")
     args = parser.parse_args()
-    work = Path(tempfile.mkdtemp(prefix="protocol-"))
     options = candidates(args.run, args.against)
-    chosen, scored, versus = choose_on_val(options, args.results, work)
-    run, extra = options[chosen]
+    chosen, scored, versus = choose_on_val(options, args.results)
+    run, rule = options[chosen]
     frozen = {"kind": "protocol", "run": run, "runs": [args.run, *args.against],
               "split_for_choice": "val", "decoding": {"beam_size": 4, "alpha": 0.6},
               "variants": scored, "chosen": chosen, "chosen_vs_runner_up_on_val": versus,
@@ -118,17 +126,14 @@ def main() -> int:
         return 0
     frozen_path = write_record(args.results, "protocol", "small-frozen", frozen)
     print(f"frozen on val: {chosen} ({frozen_path}); now test, once")
-    test = evaluate(run, TEST_SPLIT, extra, args.results, work / "chosen.test.txt")
-    hypotheses = (work / "chosen.test.txt").read_text().splitlines()
-    refs = [t for _, t in load_multi30k(TEST_SPLIT)]
-    low, high = bootstrap_interval(hypotheses, refs)
-    chrf_low, chrf_high = bootstrap_interval(hypotheses, refs, metric="chrf")
+    test = score(run, TEST_SPLIT, rule, args.results)
     frozen["test"] = {"split": TEST_SPLIT, "bleu": test["bleu"], "signature": test["signature"],
-                      "bleu_95": [low, high], "chrf": test["chrf"],
-                      "chrf_signature": test["chrf_signature"], "chrf_95": [chrf_low, chrf_high],
-                      "ter": test["ter"], "ter_signature": test["ter_signature"],
-                      "frozen_record": str(frozen_path)}
+                      "bleu_95": list(test["bleu_95"]), "chrf": test["chrf"],
+                      "chrf_signature": test["chrf_signature"],
+                      "chrf_95": list(test["chrf_95"]), "ter": test["ter"],
+                      "ter_signature": test["ter_signature"], "frozen_record": str(frozen_path)}
     path = write_record(args.results, "protocol", "small", frozen)
+    low, high = test["bleu_95"]
     print(f"test {chosen}: BLEU {test['bleu']:.2f} [95% {low:.2f}, {high:.2f}] "
           f"[{test['signature']}], chrF++ {test['chrf']:.2f}; record {path}")
     return 0

@@ -37,7 +37,7 @@ from transformer_book.analysis.ablation_stats import (
 from transformer_book.course.tables import Table
 from transformer_book.data.batching import TokenBudgetSampler
 from transformer_book.data.tokenizer import BPETokenizer
-from transformer_book.inference.scoring import corpus_bleu
+from transformer_book.inference.scoring import score_corpus
 from transformer_book.nn.attention import MultiHeadAttention
 from transformer_book.nn.config import TransformerConfig
 from transformer_book.nn.transformer import Transformer, count_parameters
@@ -142,7 +142,7 @@ def test_train_variant_is_seeded_and_evaluates_plain_cross_entropy(tiny_data):
     assert 0.0 <= a.bleu <= 100.0 and a.bleu_sentences == 4
     # BLEU is the score of the kept greedy translations (detokenised, aligned with the refs).
     assert len(a.translations) == 4 and all(isinstance(t, str) for t in a.translations)
-    assert a.bleu == corpus_bleu(a.translations, tiny_data.val_references[:4]).score
+    assert a.bleu == score_corpus(a.translations, tiny_data.val_references[:4]).bleu
     # The first logged loss is the label-smoothed loss of the fresh model (seeded weights) on
     # the first batch of the seeded sampler; the same run reports no BLEU when asked for none.
     for eps in (0.0, 0.3):

@@ -1,8 +1,9 @@
 """scripts/cpu_protocol.py: the checkpoint rule (and, with --against, the run) is chosen on
 val, frozen, and only then is test read, once; a run that already had its test score is
-never scored on test again. ``evaluate`` is replaced by a stand-in that writes hypotheses
-and returns records (the real one is ``transformer-book evaluate``, tested in
-test_evaluate.py), so every call, and every split it read, is seen."""
+never scored on test again. ``score`` (one in-process evaluation) is replaced by a stand-in
+that returns hypotheses and scores (the real one is ``inference.evaluate``, tested in
+test_evaluate.py), so every call, and every split it read, is seen; one test runs the
+real ``score`` on a tiny run."""
 
 from __future__ import annotations
 
@@ -28,23 +29,21 @@ def protocol(monkeypatch, tmp_path):
                         lambda split: [("de", r) for r in refs[split]])
     calls = []
 
-    def evaluate(run, split, extra, results, hypotheses):
-        calls.append((run, split, tuple(extra)))
-        bleu = BLEU[(Path(run).name, tuple(extra), split)]
+    def score(run, split, rule, results):
+        calls.append((run, split, (rule["select"], rule["average"])))
+        bleu = BLEU[(Path(run).name, (rule["select"], rule["average"]), split)]
         lines = refs[split] if bleu > 50 else ["a man ."] * len(refs[split])
-        hypotheses.write_text("\n".join(lines) + "\n")
-        steps = [100 * len(run) + len(extra)]  # one selection per run and rule
+        steps = [100 * len(run) + (rule["average"] or 0) + len(rule["select"])]  # one each
         return {"bleu": bleu, "chrf": bleu + 10, "ter": 50.0, "signature": "sig",
-                "chrf_signature": "csig", "ter_signature": "tsig",
+                "chrf_signature": "csig", "ter_signature": "tsig", "bleu_95": (bleu - 1, bleu + 1),
+                "chrf_95": (bleu + 9, bleu + 11), "hypotheses": lines,
                 "selection": {"averaged_steps": steps, "run": Path(run).name}}
 
-    monkeypatch.setattr(module, "evaluate", evaluate)
+    monkeypatch.setattr(module, "score", score)
     return module, calls, tmp_path / "results"
 
 
-LAST, BEST, BEST5 = (tuple(v) for v in (["--select", "last", "--average", "5"],
-                                        ["--select", "best-val"],
-                                        ["--select", "best-val", "--average", "5"]))
+LAST, BEST, BEST5 = ("last", 5), ("best-val", None), ("best-val", 5)
 BLEU = {("new", LAST, "val"): 41.0, ("new", BEST, "val"): 40.0, ("new", BEST5, "val"): 41.0,
         ("new", LAST, "test_2016_flickr"): 60.0,
         ("old", LAST, "val"): 40.9, ("old", BEST, "val"): 39.6, ("old", BEST5, "val"): 40.9,

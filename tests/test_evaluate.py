@@ -10,7 +10,7 @@ from sacrebleu.metrics import BLEU, CHRF, TER
 
 from transformer_book.data.tokenizer import BPETokenizer
 from transformer_book.inference.averaging import average_checkpoints
-from transformer_book.inference.scoring import BleuResult, corpus_bleu
+from transformer_book.inference.scoring import CorpusScores, score_corpus
 from transformer_book.inference.trained import load_trained
 from transformer_book.nn.config import TransformerConfig
 from transformer_book.nn.transformer import Transformer
@@ -33,26 +33,26 @@ REFERENCES = [
 
 
 def test_matches_sacrebleu():
-    result = corpus_bleu(HYPOTHESES, REFERENCES)
+    result = score_corpus(HYPOTHESES, REFERENCES)
     expected = BLEU().corpus_score(HYPOTHESES, [REFERENCES])
-    assert result.score == pytest.approx(expected.score)
+    assert result.bleu == pytest.approx(expected.score)
     assert result.precisions == pytest.approx(expected.precisions)
     assert result.brevity_penalty == pytest.approx(expected.bp)
     assert (result.hyp_len, result.ref_len) == (expected.sys_len, expected.ref_len)
-    assert result.signature.startswith("nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp|version:")
+    assert result.bleu_signature.startswith("nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp|version:")
     lowercase = BLEU(lowercase=True, tokenize="intl")
     score = lowercase.corpus_score(HYPOTHESES, [REFERENCES]).score
-    assert result.lowercase_intl_score == pytest.approx(score)
-    assert result.lowercase_intl_signature == str(lowercase.get_signature())
-    assert "case:lc" in result.lowercase_intl_signature
-    assert "tok:intl" in result.lowercase_intl_signature
+    assert result.bleu_lowercase_intl == pytest.approx(score)
+    assert result.bleu_lowercase_intl_signature == str(lowercase.get_signature())
+    assert "case:lc" in result.bleu_lowercase_intl_signature
+    assert "tok:intl" in result.bleu_lowercase_intl_signature
     # Casing differences ("a Boston terrier") cost points only in the cased score.
-    assert result.lowercase_intl_score > result.score
+    assert result.bleu_lowercase_intl > result.bleu
     assert result.num_sentences == 4
 
 
 def test_chrf_plus_plus_and_ter_match_sacrebleu():
-    result = corpus_bleu(HYPOTHESES, REFERENCES)
+    result = score_corpus(HYPOTHESES, REFERENCES)
     chrf, ter = CHRF(word_order=2), TER()
     assert result.chrf == pytest.approx(chrf.corpus_score(HYPOTHESES, [REFERENCES]).score)
     assert result.ter == pytest.approx(ter.corpus_score(HYPOTHESES, [REFERENCES]).score)
@@ -65,33 +65,33 @@ def test_chrf_plus_plus_and_ter_match_sacrebleu():
 
 def test_other_metrics_can_be_left_out():
     """Training's greedy BLEU checks compute BLEU alone."""
-    result = corpus_bleu(HYPOTHESES, REFERENCES, other_metrics=False)
-    assert result.score == corpus_bleu(HYPOTHESES, REFERENCES).score
+    result = score_corpus(HYPOTHESES, REFERENCES, other_metrics=False)
+    assert result.bleu == score_corpus(HYPOTHESES, REFERENCES).bleu
     assert (result.chrf, result.chrf_signature, result.ter, result.ter_signature) == (
         None, None, None, None)
     assert "chrF" not in str(result) and "TER" not in str(result)
     with pytest.raises(BookError, match=r"other_metrics: expected True or False"):
-        corpus_bleu(HYPOTHESES, REFERENCES, other_metrics="no")
+        score_corpus(HYPOTHESES, REFERENCES, other_metrics="no")
 
 
 def test_identity_scores_100():
-    result = corpus_bleu(REFERENCES, REFERENCES)
-    assert result.score == pytest.approx(100.0)
-    assert result.lowercase_intl_score == pytest.approx(100.0)
+    result = score_corpus(REFERENCES, REFERENCES)
+    assert result.bleu == pytest.approx(100.0)
+    assert result.bleu_lowercase_intl == pytest.approx(100.0)
     assert result.chrf == pytest.approx(100.0)
     assert result.ter == pytest.approx(0.0), "no edit needed"
 
 
 def test_str_is_one_line_report():
-    text = str(corpus_bleu(HYPOTHESES, REFERENCES))
+    text = str(score_corpus(HYPOTHESES, REFERENCES))
     assert "\n" not in text
     assert text.startswith("BLEU ") and "tok:13a" in text and "lowercase intl" in text
     assert "chrF++ " in text and "nw:2" in text and "TER " in text and "tok:tercom" in text
 
 
 def test_result_is_a_dataclass():
-    result = corpus_bleu(["a b c d"], ["a b c d"])
-    assert isinstance(result, BleuResult)
+    result = score_corpus(["a b c d"], ["a b c d"])
+    assert isinstance(result, CorpusScores)
 
 
 @pytest.mark.parametrize(
@@ -107,7 +107,7 @@ def test_result_is_a_dataclass():
 )
 def test_bad_inputs(hypotheses, references, match):
     with pytest.raises(BookError, match=match):
-        corpus_bleu(hypotheses, references)
+        score_corpus(hypotheses, references)
 
 
 # ------------------------------------------------------------- averaged checkpoints (6.1)

@@ -6,12 +6,18 @@ from __future__ import annotations
 import os
 import random
 
+import numpy as np
 import pytest
 from sacrebleu.metrics import BLEU, CHRF
 from sacrebleu.significance import PairedTest
 
 from transformer_book.inference import Comparison, bootstrap_interval, compare_systems
-from transformer_book.inference.significance import _sacrebleu_seed
+from transformer_book.inference.significance import (
+    _draws,
+    _resampled_scores,
+    _sacrebleu_seed,
+    _statistics,
+)
 from transformer_book.util.validation import BookError
 
 SUBJECTS = ["A man", "Two dogs", "A woman", "A little girl", "Three children", "An old man"]
@@ -37,6 +43,32 @@ def _damaged(references: list[str], drop: float, seed: int) -> list[str]:
 REFS = _references()
 GOOD = _damaged(REFS, 0.1, seed=1)
 BAD = _damaged(REFS, 0.5, seed=2)
+
+
+#: Sentences where chrF++'s word splitting and BLEU's tokenisation have corner cases:
+#: punctuation at either end of a word, alone, doubled; quotes; accents; blank runs.
+EDGE_HYPS = ["(hi) there!", '"Quoted" words, here.', "a", "...", "Ein Mann, der 'läuft'.",
+             "  spaces   everywhere  ", "-dash -start", "x!", "Two dogs play.", ""]
+EDGE_REFS = ["(hi) there !", '"Quoted" words here.', "a", "..", "Ein Mann, der läuft.",
+             "spaces everywhere", "-dash start", "x", "Two dogs are playing.", "empty"]
+
+
+@pytest.mark.parametrize("metric", ["bleu", "chrf"])
+def test_resampled_scores_are_sacrebleus_own_corpus_scores(metric):
+    """Each resample's score from summed per-sentence statistics is, exactly, sacreBLEU's
+    ``corpus_score`` of that resampled corpus built sentence by sentence (the plain, slow
+    computation)."""
+    hyps, refs = GOOD[:30] + EDGE_HYPS, REFS[:30] + EDGE_REFS
+    counts = _draws(len(refs), 100, seed=4)[:12]  # (12, N): how often each sentence is drawn
+    fast = _resampled_scores(metric, _statistics(metric, hyps, refs), counts)
+    scorer = BLEU() if metric == "bleu" else CHRF(word_order=2)
+    for row, score in zip(counts, fast, strict=True):
+        drawn = [i for i, times in enumerate(row) for _ in range(int(times))]
+        assert len(drawn) == len(refs), "a resample is a corpus of N sentences"
+        slow = scorer.corpus_score([hyps[i] for i in drawn], [[refs[i] for i in drawn]])
+        assert score == slow.score, (metric, score, slow.score)
+    whole = _resampled_scores(metric, _statistics(metric, hyps, refs), np.ones((1, len(refs))))
+    assert whole[0] == scorer.corpus_score(hyps, [refs]).score
 
 
 def test_identical_systems_do_not_differ():

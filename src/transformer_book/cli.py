@@ -154,12 +154,9 @@ def _cmd_translate(args: argparse.Namespace) -> int:
 
 
 def _cmd_evaluate(args: argparse.Namespace) -> int:
-    from transformer_book.data.multi30k import load_multi30k
-    from transformer_book.inference.scoring import corpus_bleu
+    from transformer_book.inference.evaluate import evaluate, write_evaluation
     from transformer_book.inference.trained import load_trained
-    from transformer_book.inference.translate import translate
     from transformer_book.util.files import atomic_write_text
-    from transformer_book.util.records import write_record
     from transformer_book.util.timing import Stopwatch
 
     _check_evaluate_arguments(args)
@@ -167,22 +164,13 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
         trained = load_trained(args.checkpoint, device=args.device, average=args.average,
                                select=args.select)
         print(_describe_selection(trained.selection))
-        data, dec = trained.run_config.data, trained.run_config.decode
-        pairs = load_multi30k(args.split, data.src, data.tgt, data.data_dir)[: args.limit]
-        beam = dec.beam_size if args.beam is None else args.beam
-        alpha = dec.alpha if args.alpha is None else args.alpha
-        with Stopwatch() as decoding:
-            hypotheses = translate(trained, [s for s, _ in pairs], beam_size=beam, alpha=alpha,
-                                   stop=args.stop, argument=f"{args.split} sentences")
-        bleu = corpus_bleu(hypotheses, [t for _, t in pairs])
-        print(bleu)
+        evaluation = evaluate(trained, split=args.split, limit=args.limit, beam_size=args.beam,
+                              alpha=args.alpha, stop=args.stop)
+        print(evaluation)
         if args.hypotheses is not None:
-            atomic_write_text(args.hypotheses, "\n".join(hypotheses) + "\n")
-    record = _evaluation_record(args, trained, pairs, hypotheses, bleu, beam, alpha)
-    record.update(decode_seconds=decoding.seconds, wall_seconds=wall.seconds)
+            atomic_write_text(args.hypotheses, "\n".join(evaluation.hypotheses) + "\n")
     if args.results is not None:
-        run_name = trained.checkpoints[-1].parent.name
-        path = write_record(args.results, "evaluate", f"{run_name}-{args.split}", record)
+        path = write_evaluation(args.results, evaluation, trained, args.argv, wall.seconds)
         print(f"record: {path}")
     return 0
 
@@ -221,45 +209,6 @@ def _check_evaluate_arguments(args: argparse.Namespace) -> None:
         require_writable(args.hypotheses, "--hypotheses", folder=False)
 
 
-def _evaluation_record(args: argparse.Namespace, trained: Any, pairs: list[tuple[str, str]],
-                       hypotheses: list[str], bleu: Any, beam: int, alpha: float
-                       ) -> dict[str, Any]:
-    """What ``evaluate`` writes into ``results/``: the command, the machine, the checkpoints
-    and why (``selection``), the decoding settings, the scores (BLEU, chrF++, TER) with
-    their signatures and the first five translations."""
-    from transformer_book.util.records import command_line, git_commit, hardware_info
-
-    data, dec = trained.run_config.data, trained.run_config.decode
-    return {
-        "kind": "evaluate", "command": command_line(args.argv), "git": git_commit(),
-        "hardware": hardware_info(next(trained.model.parameters()).device),
-        # the averaged checkpoints, oldest first; step is the last one's
-        "checkpoints": [str(p) for p in trained.checkpoints],
-        "averaged": len(trained.checkpoints), "step": trained.step,
-        "split": args.split, "languages": f"{data.src}-{data.tgt}", "limit": args.limit,
-        "num_hypotheses": len(hypotheses),
-        "decoding": {
-            "beam_size": beam, "alpha": alpha,
-            "max_len_a": dec.max_len_a, "max_len_b": dec.max_len_b,
-            "method": "greedy" if beam == 1 else "beam search",
-            "stop": None if beam == 1 else args.stop,
-        },
-        "selection": trained.selection,
-        "bleu": bleu.score, "signature": bleu.signature,
-        "bleu_lowercase_intl": bleu.lowercase_intl_score,
-        "lowercase_intl_signature": bleu.lowercase_intl_signature,
-        "chrf": bleu.chrf, "chrf_signature": bleu.chrf_signature,
-        "ter": bleu.ter, "ter_signature": bleu.ter_signature,
-        "precisions": list(bleu.precisions), "brevity_penalty": bleu.brevity_penalty,
-        "hyp_len": bleu.hyp_len, "ref_len": bleu.ref_len,
-        "examples": [
-            {"source": s, "reference": t, "hypothesis": h}
-            for (s, t), h in list(zip(pairs, hypotheses, strict=True))[:5]
-        ],
-        "model_config": trained.model_config.to_dict(),
-    }
-
-
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="transformer-book",
                      description="The Transformer, step by step: tools for the course.")
@@ -280,7 +229,9 @@ def _add_train_parser(commands: Any) -> None:
     train = commands.add_parser("train",
                                 help="train a translation model (Section 5) from a TOML config")
     add = train.add_argument
-    add("--config", required=True, type=Path, help="run config, e.g. configs/small.toml")
+    add("--config", required=True, type=Path,
+        help="run config, e.g. configs/small.toml (Multi30k) or a copy of "
+             "configs/parallel-text.example.toml (your own sentence pairs)")
     add("--out", type=Path, default=None,
         help="run folder for tokenizer and checkpoints (default runs/<config>)")
     _add_results_argument(train)

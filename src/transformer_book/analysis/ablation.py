@@ -13,9 +13,9 @@ tells a change from noise (:mod:`transformer_book.analysis.ablation_stats` turns
 verdicts). It is a deliberately small loop for many short runs, made of the package's
 pieces: the token-budget sampler, the training step
 (:func:`~transformer_book.train.step.train_step`, the loop's own), the validation loss
-(:func:`~transformer_book.train.validate.validation_loss`) and greedy decoding
-(:func:`~transformer_book.inference.translate.translate_ids`) scored by sacreBLEU
-(:func:`~transformer_book.inference.scoring.corpus_bleu`). Full training runs (checkpoints,
+(:func:`~transformer_book.train.validate.validation_loss`) and training's greedy BLEU
+(:func:`~transformer_book.train.validate.greedy_bleu`, sacreBLEU through
+:func:`~transformer_book.inference.evaluate.evaluate`). Full training runs (checkpoints,
 resume, AMP, DDP) are :func:`transformer_book.train.loop.train`.
 
 Row (B) of Table 3 shrinks the key size d_k while h and d_v stay fixed:
@@ -35,8 +35,6 @@ from torch import nn
 
 from transformer_book.analysis.keysize import KeySizeMask, restrict_key_size
 from transformer_book.data.batching import TokenBudgetSampler
-from transformer_book.inference.scoring import corpus_bleu
-from transformer_book.inference.translate import translate_ids
 from transformer_book.nn.config import TransformerConfig
 from transformer_book.nn.transformer import Transformer, count_parameters
 from transformer_book.run.config import DataSection, RunConfig
@@ -49,7 +47,7 @@ from transformer_book.train.corpus import (
 )
 from transformer_book.train.objective import make_optimizer
 from transformer_book.train.step import NonFiniteLossError, Trainer, train_step
-from transformer_book.train.validate import validation_loss
+from transformer_book.train.validate import greedy_bleu, validation_loss
 from transformer_book.util.env import get_device, set_seed
 from transformer_book.util.timing import Stopwatch
 from transformer_book.util.validation import (
@@ -79,6 +77,8 @@ __all__ = [
 # Keys a variant may set besides TransformerConfig fields: the reduced key size and the
 # variant's own seeds (instead of run_ablation's).
 EXTRA_KEYS = ("d_k", "seeds")
+# How a variant's greedy BLEU decodes: the default [decode] (outputs of at most |x| + 50).
+_DECODING = RunConfig()
 
 # Table 3 of the paper (newstest2013 dev set, base model after 100K steps):
 # name -> (perplexity per wordpiece, BLEU). "base": N=6, d_model=512, d_ff=2048, h=8,
@@ -230,12 +230,8 @@ def evaluate_variant(model: nn.Module, data: PreparedData, *, bleu_sentences: in
     n = min(bleu_sentences, len(data.val_src))
     if n == 0:
         return VariantScores(losses.nll, losses.perplexity, float("nan"), [])
-    with torch.no_grad():
-        ids = translate_ids(model, data.val_src[:n], beam_size=1, max_len_a=1.0, max_len_b=50,
-                            max_tokens=max_tokens, device=device)
-    translations = data.tokenizer.decode_batch(ids)
-    bleu = corpus_bleu(translations, data.val_references[:n]).score
-    return VariantScores(losses.nll, losses.perplexity, bleu, translations)
+    greedy = greedy_bleu(model, data, n, run_config=_DECODING, max_tokens=max_tokens)
+    return VariantScores(losses.nll, losses.perplexity, greedy.scores.bleu, greedy.hypotheses)
 
 
 def train_variant(

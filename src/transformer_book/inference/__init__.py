@@ -1,6 +1,7 @@
 """From a trained model to scored translations (Sections 6.1-6.2): greedy and beam search,
 the output-length limit, translating text, checkpoint averaging, sacreBLEU (BLEU, chrF++,
-TER) and the paired bootstrap that compares two systems.
+TER), the paired bootstrap that compares two systems, and :func:`evaluate`, which does it all
+for a loaded model.
 """
 
 from transformer_book.inference.averaging import (
@@ -16,6 +17,15 @@ from transformer_book.inference.beam import (
     score_hypothesis,
     top_candidates,
 )
+from transformer_book.inference.evaluate import (
+    BOOTSTRAP_RESAMPLES,
+    BOOTSTRAP_SEED,
+    Decoding,
+    Evaluation,
+    evaluate,
+    evaluation_record,
+    write_evaluation,
+)
 from transformer_book.inference.greedy import (
     greedy_decode,
 )
@@ -23,8 +33,9 @@ from transformer_book.inference.lengths import (
     output_length_limits,
 )
 from transformer_book.inference.scoring import (
-    BleuResult,
-    corpus_bleu,
+    CorpusScores,
+    check_texts,
+    score_corpus,
 )
 from transformer_book.inference.significance import (
     SIGNIFICANCE_LEVEL,
@@ -51,10 +62,40 @@ from transformer_book.inference.translate import (
 )
 
 __all__ = [
-    "MAX_SENTENCES_PER_BATCH", "SIGNIFICANCE_LEVEL", "SIGNIFICANCE_METRICS", "STOPPING_RULES",
-    "TOP_BLOCKS", "BleuResult", "Comparison", "Stepper", "TrainedModel", "average_checkpoints",
-    "beam_search", "bootstrap_interval", "check_alpha", "check_beam_size", "check_decoding",
-    "compare_systems", "corpus_bleu", "encode_sources", "evaluation_mode", "greedy_decode",
-    "length_penalty", "load_trained", "output_length_limits", "resolve_checkpoint",
-    "score_hypothesis", "top_candidates", "translate", "translate_ids"
+    "BOOTSTRAP_RESAMPLES",
+    "BOOTSTRAP_SEED",
+    "MAX_SENTENCES_PER_BATCH",
+    "SIGNIFICANCE_LEVEL",
+    "SIGNIFICANCE_METRICS",
+    "STOPPING_RULES",
+    "TOP_BLOCKS",
+    "Comparison",
+    "CorpusScores",
+    "Decoding",
+    "Evaluation",
+    "Stepper",
+    "TrainedModel",
+    "average_checkpoints",
+    "beam_search",
+    "bootstrap_interval",
+    "check_alpha",
+    "check_beam_size",
+    "check_decoding",
+    "check_texts",
+    "compare_systems",
+    "encode_sources",
+    "evaluate",
+    "evaluation_mode",
+    "evaluation_record",
+    "greedy_decode",
+    "length_penalty",
+    "load_trained",
+    "output_length_limits",
+    "resolve_checkpoint",
+    "score_corpus",
+    "score_hypothesis",
+    "top_candidates",
+    "translate",
+    "translate_ids",
+    "write_evaluation",
 ]

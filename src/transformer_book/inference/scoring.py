@@ -1,4 +1,4 @@
-"""Scoring translations: corpus BLEU with sacreBLEU, reported with its signature.
+"""Scoring translations: corpus BLEU, chrF++ and TER with sacreBLEU, each with its signature.
 
 Section 6.1 reports BLEU on newstest2014 (Table 2). A BLEU number means little without the
 tokenisation and casing behind it, so every score here carries sacreBLEU's signature
@@ -27,20 +27,20 @@ from sacrebleu.metrics import BLEU, CHRF, TER
 
 from transformer_book.util.validation import require, require_bool
 
-__all__ = ["BleuResult", "corpus_bleu"]
+__all__ = ["CorpusScores", "check_texts", "score_corpus"]
 
 
 @dataclass(frozen=True)
-class BleuResult:
-    """A corpus BLEU score and how it was computed.
+class CorpusScores:
+    """A corpus's BLEU (two variants), chrF++ and TER, and how each was computed.
 
     Fields:
-        score: sacreBLEU's default BLEU (cased, ``13a``), 0-100.
-        signature: e.g. ``nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp|version:2.6.0``.
-        lowercase_intl_score: BLEU on lowercased text with ``intl`` tokenisation.
-        lowercase_intl_signature: its signature (``case:lc|...|tok:intl``).
-        precisions: the 1- to 4-gram precisions of the default score, in percent.
-        brevity_penalty: BP of the default score.
+        bleu: sacreBLEU's default BLEU (cased, ``13a``), 0-100.
+        bleu_signature: e.g. ``nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp|version:2.6.0``.
+        bleu_lowercase_intl: BLEU on lowercased text with ``intl`` tokenisation.
+        bleu_lowercase_intl_signature: its signature (``case:lc|...|tok:intl``).
+        precisions: the 1- to 4-gram precisions of the default BLEU, in percent.
+        brevity_penalty: BP of the default BLEU.
         hyp_len / ref_len: total hypothesis and reference lengths in tokens.
         num_sentences: number of segments scored.
         chrf: chrF++ (``CHRF(word_order=2)``), 0-100; ``None`` if not computed.
@@ -49,10 +49,10 @@ class BleuResult:
         ter_signature: its signature (``...|tok:tercom|...``); ``None`` if not computed.
     """
 
-    score: float
-    signature: str
-    lowercase_intl_score: float
-    lowercase_intl_signature: str
+    bleu: float
+    bleu_signature: str
+    bleu_lowercase_intl: float
+    bleu_lowercase_intl_signature: str
     precisions: tuple[float, ...]
     brevity_penalty: float
     hyp_len: int
@@ -69,13 +69,15 @@ class BleuResult:
             others += f"chrF++ {self.chrf:.2f} [{self.chrf_signature}] | "
         if self.ter is not None:
             others += f"TER {self.ter:.2f} [{self.ter_signature}] | "
-        return (f"BLEU {self.score:.2f} [{self.signature}] | "
-                f"lowercase intl {self.lowercase_intl_score:.2f} "
-                f"[{self.lowercase_intl_signature}] | {others}{self.num_sentences} sentences, "
+        return (f"BLEU {self.bleu:.2f} [{self.bleu_signature}] | "
+                f"lowercase intl {self.bleu_lowercase_intl:.2f} "
+                f"[{self.bleu_lowercase_intl_signature}] | {others}{self.num_sentences} sentences, "
                 f"BP {self.brevity_penalty:.3f}, hyp/ref {self.hyp_len}/{self.ref_len}")
 
 
-def _check_texts(texts: Sequence[str], argument: str) -> list[str]:
+def check_texts(texts: Sequence[str], argument: str) -> list[str]:
+    """``texts`` as a list: a non-empty sequence of strings (not one string), or a
+    ``BookError`` naming ``argument``."""
     require(isinstance(texts, Sequence) and not isinstance(texts, (str, bytes)), argument,
             "a list of strings", type(texts).__name__)
     require(len(texts) > 0, argument, "at least one sentence", "an empty list")
@@ -84,8 +86,8 @@ def _check_texts(texts: Sequence[str], argument: str) -> list[str]:
     return list(texts)
 
 
-def corpus_bleu(hypotheses: Sequence[str], references: Sequence[str], *,
-                other_metrics: bool = True) -> BleuResult:
+def score_corpus(hypotheses: Sequence[str], references: Sequence[str], *,
+                 other_metrics: bool = True) -> CorpusScores:
     """Corpus BLEU of detokenised hypotheses against one reference each, with chrF++ and TER.
 
     Args:
@@ -95,11 +97,11 @@ def corpus_bleu(hypotheses: Sequence[str], references: Sequence[str], *,
             ``None`` (the greedy BLEU checks during training need BLEU alone).
 
     Returns:
-        A :class:`BleuResult` with the default and the lowercase-``intl`` BLEU, chrF++ and
+        A :class:`CorpusScores` with the default and the lowercase-``intl`` BLEU, chrF++ and
         TER, each with its signature.
     """
-    hypotheses = _check_texts(hypotheses, "hypotheses")
-    references = _check_texts(references, "references")
+    hypotheses = check_texts(hypotheses, "hypotheses")
+    references = check_texts(references, "references")
     require_bool(other_metrics, "other_metrics")
     require(len(hypotheses) == len(references), "references",
             f"{len(hypotheses)} sentences (one per hypothesis)", f"{len(references)}")
@@ -114,11 +116,11 @@ def corpus_bleu(hypotheses: Sequence[str], references: Sequence[str], *,
                   "chrf_signature": str(chrf.get_signature()),
                   "ter": float(ter.corpus_score(hypotheses, [references]).score),
                   "ter_signature": str(ter.get_signature())}
-    return BleuResult(
-        score=float(result.score),
-        signature=str(default.get_signature()),
-        lowercase_intl_score=float(lowercase_result.score),
-        lowercase_intl_signature=str(lowercase.get_signature()),
+    return CorpusScores(
+        bleu=float(result.score),
+        bleu_signature=str(default.get_signature()),
+        bleu_lowercase_intl=float(lowercase_result.score),
+        bleu_lowercase_intl_signature=str(lowercase.get_signature()),
         precisions=tuple(float(p) for p in result.precisions),
         brevity_penalty=float(result.bp),
         hyp_len=int(result.sys_len),

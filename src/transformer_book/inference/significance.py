@@ -19,32 +19,41 @@ test sentences with replacement (the bootstrap, Efron 1979):
   centred at zero to play the null hypothesis "no difference", is larger than the observed
   |delta|. A difference is called significant when p < 0.05.
 
-Scores are recomputed from sacreBLEU's per-sentence sufficient statistics (n-gram matches
-and lengths for BLEU; character and word n-gram matches for chrF++), so a resample costs a
-sum of counts, never a re-tokenisation: 1000 resamples of 1000 sentences take well under a
-second. With the same seed, the interval of :func:`compare_systems` is computed on exactly
-the resamples sacreBLEU's test draws.
+Scores are recomputed from per-sentence sufficient statistics (n-gram matches and lengths
+for BLEU; character and word n-gram matches for chrF++), so a resample costs a sum of
+counts, never a re-tokenisation: 1000 resamples of 1000 sentences take about a second.
+They come through sacreBLEU's public API: BLEU's from ``BLEU.sentence_score`` (each
+sentence's ``counts``, ``totals``, ``sys_len`` and ``ref_len``), scored with the public
+``BLEU.compute_bleu``; chrF++'s from the public n-gram extractors of
+``sacrebleu.metrics.helpers``, matched and scored as ``CHRF(word_order=2)`` does
+(sacreBLEU offers no public per-sentence chrF statistics). Both give exactly sacreBLEU's
+``corpus_score`` of every resampled corpus (``tests/test_significance.py`` checks it
+against that plain, slow computation). With the same seed, the interval of
+:func:`compare_systems` is computed on exactly the resamples sacreBLEU's test draws.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import string
+from collections import Counter
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 from sacrebleu.metrics import BLEU, CHRF
 from sacrebleu.metrics.base import Metric
-from sacrebleu.significance import PairedTest
+from sacrebleu.metrics.helpers import extract_all_char_ngrams, extract_word_ngrams
+from sacrebleu.significance import PairedTest, Result
 
-from transformer_book.inference.scoring import _check_texts
+from transformer_book.inference.scoring import check_texts
 from transformer_book.util.validation import require, require_int, require_number, require_one_of
 
 __all__ = ["SIGNIFICANCE_LEVEL", "SIGNIFICANCE_METRICS", "Comparison", "bootstrap_interval",
            "compare_systems"]
 
-#: The metrics these tests know: sacreBLEU's BLEU and chrF++ (as in :func:`corpus_bleu`).
+#: The metrics these tests know: sacreBLEU's BLEU and chrF++ (as in :func:`score_corpus`).
 SIGNIFICANCE_METRICS = ("bleu", "chrf")
 #: A difference is called significant when the paired test's p-value is below this.
 SIGNIFICANCE_LEVEL = 0.05
@@ -101,16 +110,100 @@ def _check_common(metric: str, resamples: int, seed: int) -> None:
 
 def _check_aligned(hypotheses: Sequence[str], references: list[str], argument: str
                    ) -> list[str]:
-    hypotheses = _check_texts(hypotheses, argument)
+    hypotheses = check_texts(hypotheses, argument)
     require(len(hypotheses) == len(references), argument,
             f"{len(references)} sentences (one per reference)", len(hypotheses))
     return hypotheses
 
 
-def _statistics(metric: Metric, hypotheses: list[str], references: list[str]) -> np.ndarray:
-    """Per-sentence sufficient statistics, shape ``(N, K)`` (K = 10 for BLEU)."""
-    return np.asarray(metric._extract_corpus_statistics(hypotheses, [references]),
-                      dtype=np.float64)
+def _bleu_statistics(hypotheses: list[str], references: list[str]) -> np.ndarray:
+    """BLEU's per-sentence statistics ``[sys_len, ref_len, matches 1-4, totals 1-4]``,
+    shape ``(N, 10)``, from sacreBLEU's own ``sentence_score`` (``13a``, cased: the
+    default BLEU's tokenisation; ``effective_order`` only changes how a sentence's score
+    is made from them, and spares the warning for sentence-level BLEU)."""
+    scorer = BLEU(effective_order=True)
+    rows = []
+    for hypothesis, reference in zip(hypotheses, references, strict=True):
+        found = scorer.sentence_score(hypothesis, [reference])
+        rows.append([found.sys_len, found.ref_len, *found.counts, *found.totals])
+    return np.asarray(rows, dtype=np.float64)
+
+
+#: chrF++ as ``CHRF(word_order=2)`` computes it: character 1- to 6-grams (whitespace
+#: removed), word 1- and 2-grams, recall weighted β = 2 times as much as precision.
+_CHAR_ORDER, _WORD_ORDER, _BETA = CHRF.CHAR_ORDER, 2, CHRF.BETA
+_PUNCTUATION = frozenset(string.punctuation)
+
+
+def _chrf_words(sentence: str) -> list[str]:
+    """chrF++'s words: split at whitespace, one punctuation mark split off a word's end,
+    or else off its start (Popović's chrF++.py, as sacreBLEU does it)."""
+    words: list[str] = []
+    for word in sentence.split():
+        if len(word) > 1 and word[-1] in _PUNCTUATION:
+            words += [word[:-1], word[-1]]
+        elif len(word) > 1 and word[0] in _PUNCTUATION:
+            words += [word[0], word[1:]]
+        else:
+            words.append(word)
+    return words
+
+
+def _chrf_ngrams(sentence: str) -> list[Counter]:
+    """The character 1- to 6-grams and the word 1- and 2-grams of ``sentence``."""
+    words = _chrf_words(sentence)
+    return [*extract_all_char_ngrams(sentence, _CHAR_ORDER),
+            *(extract_word_ngrams(words, n) for n in range(1, _WORD_ORDER + 1))]
+
+
+def _chrf_statistics(hypotheses: list[str], references: list[str]) -> np.ndarray:
+    """chrF++'s per-sentence statistics, shape ``(N, 24)``: for each of the 8 n-gram
+    orders, the hypothesis's n-grams (0 when the reference has none), the reference's,
+    and the matches (each n-gram counted at most as often as in the reference)."""
+    rows = []
+    for hypothesis, reference in zip(hypotheses, references, strict=True):
+        row: list[int] = []
+        for hyp, ref in zip(_chrf_ngrams(hypothesis), _chrf_ngrams(reference), strict=True):
+            matches = sum(min(count, ref[gram]) for gram, count in hyp.items() if gram in ref)
+            row += [sum(hyp.values()) if ref else 0, sum(ref.values()), matches]
+        rows.append(row)
+    return np.asarray(rows, dtype=np.float64)
+
+
+def _chrf_score(totals: np.ndarray) -> float:
+    """chrF++ (0-100) from summed statistics: the F-β of the precision and recall averaged
+    over the orders where both sides have n-grams (sacreBLEU's default, no ε smoothing)."""
+    factor = _BETA ** 2
+    precision = recall = 0.0
+    orders = 0
+    for n_hyp, n_ref, n_match in totals.reshape(-1, 3).tolist():
+        if n_hyp > 0 and n_ref > 0:
+            precision += n_match / n_hyp
+            recall += n_match / n_ref
+            orders += 1
+    if orders > 0:
+        precision /= orders
+        recall /= orders
+    if precision + recall == 0:
+        return 0.0
+    score = (1 + factor) * precision * recall
+    score /= (factor * precision) + recall
+    return 100 * score
+
+
+def _statistics(metric: str, hypotheses: list[str], references: list[str]) -> np.ndarray:
+    """Per-sentence sufficient statistics, ``(N, 10)`` for BLEU, ``(N, 24)`` for chrF++."""
+    return (_bleu_statistics if metric == "bleu" else _chrf_statistics)(hypotheses, references)
+
+
+def _score(metric: str, totals: np.ndarray) -> float:
+    """The corpus score of summed statistics ``totals`` (one row of :func:`_statistics`'s
+    columns): BLEU with sacreBLEU's defaults (exponential smoothing), or chrF++."""
+    if metric == "chrf":
+        return _chrf_score(totals)
+    sys_len, ref_len, counts = int(totals[0]), int(totals[1]), totals[2:].tolist()
+    return float(BLEU.compute_bleu(correct=counts[:4], total=counts[4:], sys_len=sys_len,
+                                   ref_len=ref_len, smooth_method="exp").score)
 
 
 def _draws(n: int, resamples: int, seed: int) -> np.ndarray:
@@ -121,11 +214,11 @@ def _draws(n: int, resamples: int, seed: int) -> np.ndarray:
     return np.bincount(flat, minlength=resamples * n).reshape(resamples, n).astype(np.float64)
 
 
-def _resampled_scores(metric: Metric, stats: np.ndarray, counts: np.ndarray) -> np.ndarray:
+def _resampled_scores(metric: str, stats: np.ndarray, counts: np.ndarray) -> np.ndarray:
     """The corpus score of each resample, ``(resamples,)``: the statistics summed with
     each sentence counted as often as it was drawn, then scored."""
-    totals = counts @ stats
-    return np.array([metric._compute_score_from_stats(row).score for row in totals])
+    totals = counts @ stats  # (resamples, N) @ (N, K) -> (resamples, K)
+    return np.array([_score(metric, row) for row in totals])
 
 
 def _percentiles(values: np.ndarray, level: float) -> tuple[float, float]:
@@ -154,14 +247,13 @@ def bootstrap_interval(
         ``(low, high)``: the ``(1 - level) / 2`` and ``(1 + level) / 2`` quantiles of the
         resampled corpus scores (the percentile bootstrap).
     """
-    references = _check_texts(references, "references")
+    references = check_texts(references, "references")
     hypotheses = _check_aligned(hypotheses, references, "hypotheses")
     _check_common(metric, resamples, seed)
     level = require_number(level, "level")
     require(0.0 < level < 1.0, "level", "a number between 0 and 1 (exclusive)", repr(level))
-    scorer = _metric(metric)
-    stats = _statistics(scorer, hypotheses, references)
-    return _percentiles(_resampled_scores(scorer, stats, _draws(len(stats), resamples, seed)),
+    stats = _statistics(metric, hypotheses, references)
+    return _percentiles(_resampled_scores(metric, stats, _draws(len(stats), resamples, seed)),
                         level)
 
 
@@ -189,7 +281,10 @@ def _paired_p_value(metric: str, baseline: list[str], system: list[str],
                           n_samples=resamples)
     _, scores = test()
     (column,) = (results for name, results in scores.items() if name != "System")
-    return float(column[1].p_value)
+    result = column[1]  # the system's (the baseline's comes first)
+    assert isinstance(result, Result) and result.p_value is not None, (
+        f"sacreBLEU's paired test gave no p-value: {result!r}")
+    return float(result.p_value)
 
 
 def compare_systems(
@@ -217,24 +312,22 @@ def compare_systems(
         every resampled delta is 0 and the p-value is 1: sacreBLEU's count of resamples
         "more extreme" than the observed 0 would otherwise give ``1 / (resamples + 1)``.
     """
-    references = _check_texts(references, "references")
+    references = check_texts(references, "references")
     baseline_hyps = _check_aligned(baseline_hyps, references, "baseline_hyps")
     system_hyps = _check_aligned(system_hyps, references, "system_hyps")
     _check_common(metric, resamples, seed)
     require(isinstance(names, (tuple, list)) and len(names) == 2
             and all(isinstance(n, str) and n.strip() for n in names), "names",
             "two non-empty strings (baseline, system)", repr(names))
-    scorer = _metric(metric)
-    base_stats = _statistics(scorer, baseline_hyps, references)
-    sys_stats = _statistics(scorer, system_hyps, references)
-    base_score = float(scorer._compute_score_from_stats(base_stats.sum(0)).score)
-    sys_score = float(scorer._compute_score_from_stats(sys_stats.sum(0)).score)
+    base_stats = _statistics(metric, baseline_hyps, references)
+    sys_stats = _statistics(metric, system_hyps, references)
+    base_score, sys_score = _score(metric, base_stats.sum(0)), _score(metric, sys_stats.sum(0))
     if np.array_equal(base_stats, sys_stats):
         interval, p_value = (0.0, 0.0), 1.0
     else:
         counts = _draws(len(references), resamples, seed)
-        deltas = (_resampled_scores(scorer, sys_stats, counts)
-                  - _resampled_scores(scorer, base_stats, counts))
+        deltas = (_resampled_scores(metric, sys_stats, counts)
+                  - _resampled_scores(metric, base_stats, counts))
         interval = _percentiles(deltas, 0.95)
         p_value = _paired_p_value(metric, baseline_hyps, system_hyps, references, resamples,
                                   seed)

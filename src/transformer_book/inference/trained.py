@@ -98,6 +98,7 @@ def _configs(metadata: dict[str, Any], directory: Path) -> tuple[TransformerConf
     require(isinstance(config, dict) and {"model", "run"} <= set(config), str(directory),
             "a checkpoint written by the training loop (config with 'model' and 'run')",
             f"config keys {sorted(config) if isinstance(config, dict) else config!r}")
+    assert isinstance(config, dict), "checked just above"
     return (TransformerConfig.from_dict(config["model"]),
             RunConfig.from_dict(config["run"], source=f"{directory}/{METADATA} [run]"))
 
@@ -211,6 +212,8 @@ def load_trained(
     require_one_of(select, "select", SELECTIONS)
     if average is not None:
         require_positive_int(average, "average")
+    found: dict[str, Any] | None
+    kept: list[Path]
     if select == "last":
         directory, found, kept = resolve_checkpoint(checkpoint), None, []
     else:
@@ -234,10 +237,11 @@ def load_trained(
     model.to(target).eval()
     if select == "last":
         found = _eval_at(metadata.get("extra", {}).get("evals"), step)
+    averaged_steps = [read_step(p) for p in used]
     selection = {"select": select, "chosen_step": step,
                  "chosen_val_loss": (found or {}).get("val_loss"),
                  "chosen_val_bleu": (found or {}).get("bleu"),
-                 "averaged_steps": [read_step(p) for p in used]}
+                 "averaged_steps": averaged_steps}
     return TrainedModel(model=model, tokenizer=tokenizer, model_config=model_config,
-                        run_config=run_config, step=max(selection["averaged_steps"]),
+                        run_config=run_config, step=max(averaged_steps),
                         checkpoints=used, selection=selection)

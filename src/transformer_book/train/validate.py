@@ -19,14 +19,15 @@ from torch import nn
 
 from transformer_book.data.batching import TokenBudgetSampler
 from transformer_book.data.tokenizer import PAD_ID
-from transformer_book.inference.scoring import BleuResult, corpus_bleu
-from transformer_book.inference.translate import translate_ids
+from transformer_book.inference.evaluate import Evaluation, evaluate
+from transformer_book.inference.trained import TrainedModel
 from transformer_book.nn.config import TransformerConfig
+from transformer_book.nn.transformer import Transformer
 from transformer_book.run.config import RunConfig
 from transformer_book.train.corpus import PreparedData, make_batch
 from transformer_book.train.objective import label_smoothed_cross_entropy
 from transformer_book.train.runtime import autocast
-from transformer_book.util.validation import require_positive_int
+from transformer_book.util.validation import require, require_positive_int
 
 __all__ = ["EVAL_MIN_TOKENS", "ValidationLoss", "greedy_bleu", "validate", "validation_loss"]
 
@@ -81,19 +82,30 @@ def validation_loss(model: nn.Module, src: list[list[int]], tgt: list[list[int]]
     return ValidationLoss(smoothed / tokens, nll / tokens, tokens)
 
 
-@torch.no_grad()
-def greedy_bleu(model: nn.Module, data: PreparedData, sentences: int, *, max_tokens: int,
-                device: torch.device, precision: str = "fp32", max_len_a: float = 1.0,
-                max_len_b: int = 50) -> BleuResult:
+def greedy_bleu(model: nn.Module, data: PreparedData, sentences: int, *,
+                run_config: RunConfig, max_tokens: int, precision: str = "fp32"
+                ) -> Evaluation:
     """sacreBLEU of greedy translations of the first ``sentences`` val sources against their
-    references (Section 6.1 decodes with beam search; greedy is the cheap check during
-    training; BLEU alone, no chrF++ or TER). Outputs are at most
-    ``max_len_a · source length + max_len_b`` tokens."""
-    with autocast(precision, device):
-        hyps = translate_ids(model, data.val_src[:sentences], beam_size=1, max_len_a=max_len_a,
-                             max_len_b=max_len_b, max_tokens=max_tokens, device=device)
-    return corpus_bleu(data.tokenizer.decode_batch(hyps) if hyps else [],
-                       data.val_references[:sentences], other_metrics=False)
+    references, through :func:`~transformer_book.inference.evaluate.evaluate` (Section 6.1
+    decodes with beam search; greedy is the cheap check during training: BLEU alone, no
+    chrF++, TER or bootstrap interval).
+
+    ``model`` (a :class:`~transformer_book.nn.transformer.Transformer`, on its device) is
+    decoded under autocast for ``precision``, in batches of at most ``max_tokens`` source
+    tokens, each output at most ``max_len_a · |x| + max_len_b`` tokens (``run_config``'s
+    ``[decode]``). The sources are ``data.val_src`` as text: byte-level BPE gives back the
+    exact sentences they were encoded from, so they are encoded to the same ids again.
+    """
+    require(isinstance(model, Transformer), "model", "a transformer_book Transformer",
+            type(model).__name__)
+    assert isinstance(model, Transformer), "checked just above"
+    require_positive_int(sentences, "sentences")
+    trained = TrainedModel(model=model, tokenizer=data.tokenizer, model_config=model.config,
+                           run_config=run_config)
+    sources = data.tokenizer.decode_batch(data.val_src[:sentences])
+    with autocast(precision, next(model.parameters()).device):
+        return evaluate(trained, sources, data.val_references[:sentences], beam_size=1,
+                        max_tokens=max_tokens, other_metrics=False, resamples=None)
 
 
 def validate(model: nn.Module, data: PreparedData, run_config: RunConfig,
@@ -115,11 +127,10 @@ def validate(model: nn.Module, data: PreparedData, run_config: RunConfig,
                               "val_ppl": losses.perplexity}
     n = min(bleu_sentences, len(data.val_src))
     if n > 0:
-        dec = run_config.decode
-        bleu = greedy_bleu(model, data, n, max_tokens=budget, device=device, precision=precision,
-                           max_len_a=dec.max_len_a, max_len_b=dec.max_len_b)
-        result.update(bleu=bleu.score, bleu_signature=bleu.signature,
-                      bleu_lowercase_intl=bleu.lowercase_intl_score,
-                      bleu_lowercase_intl_signature=bleu.lowercase_intl_signature,
+        scores = greedy_bleu(model, data, n, run_config=run_config, max_tokens=budget,
+                             precision=precision).scores
+        result.update(bleu=scores.bleu, bleu_signature=scores.bleu_signature,
+                      bleu_lowercase_intl=scores.bleu_lowercase_intl,
+                      bleu_lowercase_intl_signature=scores.bleu_lowercase_intl_signature,
                       bleu_sentences=n, bleu_decoding="greedy")
     return result
