@@ -35,7 +35,7 @@ __version__ = "0.1.0"
 # The floor each name comes from, bottom up.
 _EXPORTS: dict[str, tuple[str, ...]] = {
     "util": ("BookError", "set_seed", "get_device"),
-    "data": ("BPETokenizer", "load_multi30k", "TokenBudgetSampler"),
+    "data": ("BPETokenizer", "load_corpus", "load_multi30k", "TokenBudgetSampler"),
     "nn": (
         "TransformerConfig", "Transformer", "MultiHeadAttention", "scaled_dot_product_attention",
         "causal_mask", "padding_mask", "sinusoidal_encoding", "SinusoidalPositionalEncoding",
