@@ -5,7 +5,7 @@ Usage: ``python benchmarks/bench_precision.py [--quick] [--json PATH]``.
 On a CPU with bf16 matrix units (Intel AMX, :func:`~transformer_book.train.runtime.
 cpu_has_native_bf16`), ``[train] precision = "auto"`` trains under bf16 autocast: the
 projections, the feed-forward layers and the generator multiply in bf16, while attention's
-core stays in fp32 (:func:`~transformer_book.nn.attention.fused_attention`), because torch's
+core stays in fp32 (:func:`~transformer_book.nn.attention.fast_attention`), because torch's
 CPU flash-attention backward is far slower in bf16. A second row times that choice: the
 same bf16 step with the core left to autocast (in bf16), against the fp32 core.
 
@@ -76,7 +76,7 @@ def run(quick: bool = False, clock: str = "wall") -> list[dict]:
     with torch_threads(2), torch.enable_grad():
         steps = {name: _stepper(name, **size) for name in ("fp32", "bf16")}
         times = measure(steps, repeats=repeats, warmup=2, clock=clock)
-        with mock.patch.object(attention, "fused_attention", _core_in_autocast):
+        with mock.patch.object(attention, "fast_attention", _core_in_autocast):
             core_times = measure({"bf16 core": _stepper("bf16", **size)}, repeats=repeats,
                                  warmup=2, clock=clock)
     t = {name: statistics.median(ts) for name, ts in {**times, **core_times}.items()}

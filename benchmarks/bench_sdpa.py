@@ -12,11 +12,11 @@ be slower, the goal is to stay within 2x (ratio >= 0.5).
 
 Decoding rows: a decoding step asks for a few queries per head (one per hypothesis, or the
 K beams of a sentence against its source), without gradients. There
-:func:`~transformer_book.nn.attention.fused_attention`, MultiHeadAttention's fast path, runs
-the explicit formula on the CPU (:func:`~transformer_book.nn.attention.explicit_attention`,
-the teaching function without its checks, for at most ``FEW_QUERIES`` queries) because it
-beats the fused kernel: forward only, under ``torch.no_grad()``, with a padding mask, goal
-ratio >= 1. These rows are the measurement behind ``FEW_QUERIES`` (see its comment).
+:func:`~transformer_book.nn.attention.fast_attention`, MultiHeadAttention's fast path, runs
+the teaching formula on the CPU (for at most ``FEW_QUERIES`` queries) because it beats the
+fused kernel: the fast path against the fused kernel, forward only, under
+``torch.no_grad()``, with a padding mask, goal ratio >= 1. These rows are the measurement
+behind ``FEW_QUERIES`` (see its comment).
 
 Medians of interleaved repeats after warmup, on one intra-op thread (the course machine's
 2 cores are shared); ``--clock cpu`` times this process's CPU seconds.
@@ -33,7 +33,7 @@ from _common import command_line, measure, one_thread  # benchmarks/_common.py
 
 from transformer_book.nn.attention import (
     FEW_QUERIES,
-    explicit_attention,
+    fast_attention,
     scaled_dot_product_attention,
 )
 
@@ -84,8 +84,8 @@ def bench_one(batch: int, heads: int, length: int, d_k: int, masked: bool, repea
 
 def bench_decoding(batch: int, heads: int, queries: int, keys: int, d_k: int, repeats: int,
                    clock: str = "wall") -> dict:
-    """The explicit formula against the fused kernel at a decoding step's size, forward only
-    without gradients, with a padding mask (the source's)."""
+    """The fast path (the teaching formula there) against the fused kernel at a decoding
+    step's size, forward only without gradients, with a padding mask (the source's)."""
     g = torch.Generator().manual_seed(0)
     q = torch.randn(batch, heads, queries, d_k, generator=g)
     k, v = (torch.randn(batch, heads, keys, d_k, generator=g) for _ in range(2))
@@ -93,7 +93,7 @@ def bench_decoding(batch: int, heads: int, queries: int, keys: int, d_k: int, re
     mask = (torch.arange(keys)[None, :] < lengths[:, None])[:, None, None, :]  # (B, 1, 1, L_k)
     with torch.no_grad():
         times = measure({
-            "ours": lambda: explicit_attention(q, k, v, mask, 0.0),  # what the fast path runs
+            "ours": lambda: fast_attention(q, k, v, mask),  # the teaching formula, here
             "reference": lambda: F.scaled_dot_product_attention(q, k, v, attn_mask=mask),
         }, repeats, warmup=2, clock=clock)
     median = {name: statistics.median(ts) for name, ts in times.items()}

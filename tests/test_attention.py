@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from unittest import mock
 
 import pytest
 import torch
@@ -232,6 +233,82 @@ def test_sdpa_rejects_bad_input() -> None:
         scaled_dot_product_attention(q.long(), q, q)
 
 
+# --------------------------------------------------------------------------- the fast path
+
+
+def _teaching_reference(q, k, v, mask, is_causal):
+    """The teaching path's output for what the fast path is given: ``mask & causal``."""
+    if is_causal:
+        causal = torch.ones(q.shape[-2], k.shape[-2], dtype=torch.bool).tril()  # top-left
+        mask = causal if mask is None else mask & causal
+    return scaled_dot_product_attention(q, k, v, mask)[0]
+
+
+def _fast_case(b, h, lq, lk, kind, seed, dtype=F64, requires_grad=False):
+    q = randn(b, h, lq, 8, seed=seed).to(dtype).requires_grad_(requires_grad)
+    k = randn(b, h, lk, 8, seed=seed + 1).to(dtype).requires_grad_(requires_grad)
+    v = randn(b, h, lk, 5, seed=seed + 2).to(dtype).requires_grad_(requires_grad)
+    g = torch.Generator().manual_seed(seed + 3)
+    if kind == "padding":  # right padding; the last sentence is padding alone
+        lengths = torch.randint(1, lk + 1, (b,), generator=g)
+        lengths[-1] = 0
+        mask = (torch.arange(lk)[None, :] < lengths[:, None])[:, None, None, :]  # (B,1,1,L_k)
+    elif kind == "random":  # per query; the last query of the last item sees nothing
+        mask = random_mask(b, 1, lq, lk, seed=seed, keep_one=False)
+        mask[-1, :, -1] = False
+    elif kind == "none hidden":  # a mask that hides nothing
+        mask = torch.ones(b, 1, 1, lk, dtype=torch.bool)
+    else:
+        mask = None
+    return q, k, v, mask
+
+
+@SETTINGS
+@given(
+    b=st.integers(1, 3), h=st.integers(1, 2), lq=st.integers(1, attention.FEW_QUERIES + 3),
+    lk=st.integers(1, 6), kind=st.sampled_from(["none", "none hidden", "padding", "random"]),
+    is_causal=st.booleans(), grad=st.booleans(), readable=st.booleans(),
+    seed=st.integers(0, 2**16),
+)
+def test_fast_path_equals_the_teaching_path(b, h, lq, lk, kind, is_causal, grad, readable,
+                                            seed) -> None:
+    """Every route of fast_attention gives scaled_dot_product_attention's output, gradients
+    included, in float64 (dropout off): few queries without gradients (the teaching formula),
+    the fused kernel otherwise; padding, causal and fully masked rows; and with masks never
+    read on the host, as on a GPU (``readable=False``)."""
+    q, k, v, mask = _fast_case(b, h, lq, lk, kind, seed, requires_grad=grad)
+    reads = attention.readable_without_sync if readable else (lambda t: False)
+    with torch.set_grad_enabled(grad), mock.patch.object(attention, "readable_without_sync",
+                                                         reads):
+        fast = attention.fast_attention(q, k, v, mask, is_causal)
+    expected = _teaching_reference(q, k, v, mask, is_causal)
+    torch.testing.assert_close(fast, expected)
+    assert torch.isfinite(fast).all()
+    if grad:
+        got = torch.autograd.grad(fast.square().sum(), (q, k, v))
+        want = torch.autograd.grad(expected.square().sum(), (q, k, v))
+        for name, a, e in zip("qkv", got, want, strict=True):
+            torch.testing.assert_close(a, e, msg=lambda m, name=name: f"grad of {name}: {m}")
+
+
+@pytest.mark.parametrize("grad", [False, True])
+@pytest.mark.parametrize("kind", ["padding", "random"])
+@pytest.mark.parametrize("is_causal", [False, True])
+def test_fast_path_under_cpu_bf16_autocast_stays_within_fp32_rounding(grad, kind,
+                                                                     is_causal) -> None:
+    """Under CPU bf16 autocast the fast path's core runs in fp32, so its output is the fp32
+    teaching path's on the same values within fp32 rounding (``assert_close``'s float32
+    tolerance, rtol 1.3e-6, atol 1e-5), for fp32 inputs and for the bf16 inputs autocast's
+    projections hand it. (A bf16 core would miss it by ~1e-2.)"""
+    for dtype in (torch.float32, torch.bfloat16):
+        q, k, v, mask = _fast_case(2, 2, 5, 7, kind, seed=3, dtype=dtype, requires_grad=grad)
+        with torch.set_grad_enabled(grad), torch.autocast("cpu", dtype=torch.bfloat16):
+            fast = attention.fast_attention(q, k, v, mask, is_causal)
+        assert fast.dtype == torch.float32, f"{dtype} inputs gave {fast.dtype}"
+        expected = _teaching_reference(q.float(), k.float(), v.float(), mask, is_causal)
+        torch.testing.assert_close(fast, expected, rtol=1.3e-6, atol=1e-5)
+
+
 # --------------------------------------------------------------------------- multi-head
 
 
@@ -354,7 +431,7 @@ def test_the_branch_free_path_gives_what_the_cpu_shortcuts_give(monkeypatch,
              random_mask(2, 1, 4, 4, seed=4, keep_one=False)]
     masks[2][1, :, 2] = False  # a query that sees nothing
     shortcut = [mha(x, x, x, mask=m, need_weights=need_weights)[0] for m in masks]
-    monkeypatch.setattr(attention, "free_to_read", lambda t: False)
+    monkeypatch.setattr(attention, "readable_without_sync", lambda t: False)
     for m, expected in zip(masks, shortcut, strict=True):
         torch.testing.assert_close(mha(x, x, x, mask=m, need_weights=need_weights)[0], expected)
     torch.testing.assert_close(shortcut[2][1, 2], mha.out_proj.bias)
@@ -556,15 +633,13 @@ def test_sdpa_refuses_mixed_dtypes_and_devices_and_a_string_rate() -> None:
         scaled_dot_product_attention(q, k, v, dropout_p="0.1")  # type: ignore[arg-type]
 
 
-def test_the_unchecked_paths_still_check_their_plain_arguments() -> None:
+def test_the_fast_path_still_checks_its_plain_arguments() -> None:
     q = randn(1, 2, 3, 4)
     with pytest.raises(BookError, match=r"dropout_p: expected a number in \[0, 1\), "
                                         r"received '0.1'"):
-        attention.explicit_attention(q, q, q, None, "0.1")  # type: ignore[arg-type]
-    with pytest.raises(BookError, match=r"dropout_p: expected a number in \[0, 1\)"):
-        attention.fused_attention(q, q, q, None, False, "0.1")  # type: ignore[arg-type]
+        attention.fast_attention(q, q, q, None, False, "0.1")  # type: ignore[arg-type]
     with pytest.raises(BookError, match=r"is_causal: expected True or False, received 'yes'"):
-        attention.fused_attention(q, q, q, None, "yes", 0.0)  # type: ignore[arg-type]
+        attention.fast_attention(q, q, q, None, "yes", 0.0)  # type: ignore[arg-type]
 
 
 def test_mha_refuses_another_dtype_or_device_and_non_bool_flags() -> None:

@@ -279,7 +279,7 @@ def test_hypotheses_sharing_a_sentence_memory_equal_repeated_memory() -> None:
     torch.testing.assert_close(torch.cat(steps, dim=1), repeated[0])
     for kind in ("self", "cross"):
         torch.testing.assert_close(shared[1][kind][1], repeated[1][kind][1])
-    assert cache.batch_size == 6 and cache.cross_kv[0][0].shape[0] == 2  # N = 6, B = 2
+    assert cache.batch_size == 6 and cache.cross_kv[0].rows == 2  # N = 6, B = 2
     assert torch.all(shared[1]["cross"][0][3:, :, :, 3:] == 0), "sentence 1's padding"
 
 
@@ -299,11 +299,10 @@ def test_bad_ids_raise_value_errors_naming_the_argument() -> None:
     m = model()
     good = ids(2, 4, seed=19)
     memory = m.encode(good)
-    # Id values are checked by check_ids, which entry points call (forward does not sync).
     with pytest.raises(BookError, match=r"src_ids: expected token ids in \[0, vocab_size=23\), "
-                                        r"received min -1, max 22"):
+                                        r"received id -1 at row 0, position 0"):
         m.check_ids(torch.tensor([[-1, 22]]), "src_ids")
-    with pytest.raises(BookError, match=r"tgt_ids: .*received min 3, max 23"):
+    with pytest.raises(BookError, match=r"tgt_ids: .*received id 23 at row 0, position 1"):
         m.check_ids(torch.tensor([[3, 23], [4, 5]]), "tgt_ids")
     with pytest.raises(BookError, match="src_ids: expected at most max_len=32 positions"):
         m.check_ids(torch.full((1, 33), 4), "src_ids")
@@ -332,6 +331,52 @@ def test_bad_ids_raise_value_errors_naming_the_argument() -> None:
         m.decode(torch.full((2, 32), 4), memory, good, cache=cache)
     with pytest.raises(ValueError, match="config: expected a TransformerConfig"):
         Transformer({"vocab_size": 10})
+
+
+def test_forward_encode_and_decode_name_an_id_outside_the_vocabulary() -> None:
+    """On the CPU every call checks the id values (one aminmax): a BookError naming the
+    argument, the range and the id, never torch's IndexError from inside the embedding."""
+    m = model()
+    good = ids(2, 4, seed=19)
+    memory = m.encode(good)
+    too_big, negative = good.clone(), good.clone()
+    too_big[1, 2] = V
+    negative[0, 3] = -4
+    vocab = r"expected token ids in \[0, vocab_size=23\), received "
+    calls = {
+        "forward src": (lambda: m(too_big, good), rf"src_ids: {vocab}id 23 at row 1, position 2"),
+        "forward tgt": (lambda: m(good, negative), rf"tgt_ids: {vocab}id -4 at row 0, position 3"),
+        "encode": (lambda: m.encode(negative), rf"src_ids: {vocab}id -4 at row 0, position 3"),
+        "decode tgt": (lambda: m.decode(too_big, memory, good),
+                       rf"tgt_ids: {vocab}id 23 at row 1, position 2"),
+        "decode src": (lambda: m.decode(good, memory, negative),
+                       rf"src_ids: {vocab}id -4 at row 0, position 3"),
+        "decode, cached": (lambda: m.decode(too_big[:, 2:3], memory, good, cache=m.new_cache()),
+                           rf"tgt_ids: {vocab}id 23 at row 1, position 0"),
+    }
+    for call, message in calls.values():
+        with pytest.raises(BookError, match=message):
+            call()
+    with torch.no_grad():
+        assert m(good, good).shape == (2, 4, V)  # ids in range: nothing to say
+
+
+def test_on_a_gpu_the_model_checks_id_shapes_alone(monkeypatch) -> None:
+    """Where reading values would make the host wait for the device, forward leaves the
+    values to the entry points' check_ids (one read per batch, not one per step)."""
+    from transformer_book.nn import transformer as module
+
+    m = model()
+    good = ids(2, 4, seed=19)
+    checked = []
+    monkeypatch.setattr(Transformer, "check_ids", lambda self, t, name, offset=0:
+                        checked.append(name))
+    m(good, good)
+    assert checked == ["src_ids", "tgt_ids"]
+    checked.clear()
+    monkeypatch.setattr(module, "readable_without_sync", lambda t: False)
+    m(good, good)
+    assert checked == [], "no value read on a GPU"
 
 
 # ----------------------------------------------------------------------------- learning

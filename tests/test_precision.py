@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from transformer_book.nn.attention import fused_attention
+from transformer_book.nn.attention import fast_attention
 from transformer_book.nn.config import TransformerConfig
 from transformer_book.nn.transformer import Transformer
 from transformer_book.train import runtime
@@ -176,10 +176,10 @@ def test_under_cpu_bf16_autocast_attention_core_runs_in_fp32(is_causal):
     q, k, v = (torch.randn(2, 4, 7, 8, generator=g, requires_grad=True) for _ in range(3))
     mask = torch.ones(2, 1, 1, 7, dtype=torch.bool)
     mask[1, ..., 5:] = False  # padding in the second sentence
-    plain = fused_attention(q, k, v, mask, is_causal, 0.0)
+    plain = fast_attention(q, k, v, mask, is_causal, 0.0)
     grads = torch.autograd.grad(plain.square().sum(), (q, k, v))
     with torch.autocast("cpu", dtype=torch.bfloat16):
-        mixed = fused_attention(q, k, v, mask, is_causal, 0.0)
+        mixed = fast_attention(q, k, v, mask, is_causal, 0.0)
     assert mixed.dtype == torch.float32
     torch.testing.assert_close(mixed, plain, rtol=0, atol=0)
     mixed_grads = torch.autograd.grad(mixed.square().sum(), (q, k, v))

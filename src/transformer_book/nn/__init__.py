@@ -8,14 +8,13 @@ from transformer_book.nn.attention import (
     MultiHeadAttention,
     causal_mask,
     dot_score,
-    explicit_attention,
-    fused_attention,
+    fast_attention,
+    masked_softmax,
     padding_mask,
     scaled_dot_product_attention,
     scaled_dot_score,
 )
 from transformer_book.nn.config import (
-    POSITIONAL_KINDS,
     PRESETS,
     TransformerConfig,
 )
@@ -34,13 +33,16 @@ from transformer_book.nn.masks import (
     check_like,
     check_mask,
     check_qk,
-    free_to_read,
     shifted_causal_mask,
     with_causal,
 )
 from transformer_book.nn.positional import (
+    POSITIONAL_ENCODINGS,
+    FourierPositionalEncoding,
     LearnedPositionalEmbedding,
+    NoPositions,
     SinusoidalPositionalEncoding,
+    positional_encoding,
     relative_offset_matrix,
     sinusoidal_encoding,
 )
@@ -51,11 +53,12 @@ from transformer_book.nn.transformer import (
 )
 
 __all__ = [
-    "KV", "POSITIONAL_KINDS", "PRESETS", "AdditiveScore", "Decoder", "DecoderCache",
-    "DecoderLayer", "Encoder", "EncoderLayer", "FeedForward", "LearnedPositionalEmbedding",
-    "MultiHeadAttention", "SinusoidalPositionalEncoding", "Transformer", "TransformerConfig",
-    "causal_mask", "check_like", "check_mask", "check_qk", "count_parameters",
-    "cross_attention_weights", "dot_score", "explicit_attention", "free_to_read",
-    "fused_attention", "padding_mask", "relative_offset_matrix", "scaled_dot_product_attention",
-    "scaled_dot_score", "shifted_causal_mask", "sinusoidal_encoding", "with_causal"
+    "KV", "POSITIONAL_ENCODINGS", "PRESETS", "AdditiveScore", "Decoder", "DecoderCache",
+    "DecoderLayer", "Encoder", "EncoderLayer", "FeedForward", "FourierPositionalEncoding",
+    "LearnedPositionalEmbedding", "MultiHeadAttention", "NoPositions",
+    "SinusoidalPositionalEncoding", "Transformer", "TransformerConfig", "causal_mask",
+    "check_like", "check_mask", "check_qk", "count_parameters", "cross_attention_weights",
+    "dot_score", "fast_attention", "masked_softmax", "padding_mask", "positional_encoding",
+    "relative_offset_matrix", "scaled_dot_product_attention", "scaled_dot_score",
+    "shifted_causal_mask", "sinusoidal_encoding", "with_causal",
 ]

@@ -6,11 +6,15 @@ The output is computed as a weighted sum of the values, where the weight assigne
 value is computed by a compatibility function of the query with the corresponding key."
 
 This module holds, in the order the book meets them: scoring functions (dot, scaled dot,
-additive), the padding and causal masks, :func:`masked_softmax` (written in
-:mod:`transformer_book.nn.masks`), :func:`scaled_dot_product_attention`, and
-:class:`MultiHeadAttention` with its fast path (:func:`fused_attention`). Nadaraya–Watson
-attention pooling and the end-to-end memory network, which came before it, live in
+additive), the padding and causal masks, :func:`masked_softmax`,
+:func:`scaled_dot_product_attention` (the teaching path: the paper's formula written out,
+returning the weights), and :class:`MultiHeadAttention`. Nadaraya–Watson attention pooling
+and the end-to-end memory network, which came before it, live in
 :mod:`transformer_book.baselines`.
+
+Every speed trick sits in one place, :func:`fast_attention`, the fast path: the teaching
+path's output (tested equal), by the quickest route on the device, without the weights.
+:class:`MultiHeadAttention` takes it unless asked for the weights.
 
 Masks are boolean and **True means "may attend"** throughout the package.
 """
@@ -24,12 +28,10 @@ import torch.nn.functional as F
 from torch import nn
 
 from transformer_book.nn.masks import (
-    _masked_softmax,
     check_like,
     check_mask,
     check_qk,
-    free_to_read,
-    masked_softmax,
+    readable_without_sync,
     with_causal,
 )
 from transformer_book.util.validation import (
@@ -43,8 +45,8 @@ from transformer_book.util.validation import (
 )
 
 __all__ = [
-    "AdditiveScore", "MultiHeadAttention", "causal_mask", "dot_score", "explicit_attention",
-    "fused_attention", "masked_softmax", "padding_mask", "scaled_dot_product_attention",
+    "FEW_QUERIES", "AdditiveScore", "MultiHeadAttention", "causal_mask", "dot_score",
+    "fast_attention", "masked_softmax", "padding_mask", "scaled_dot_product_attention",
     "scaled_dot_score",
 ]
 
@@ -131,17 +133,48 @@ def causal_mask(length: int, device: torch.device | str | None = None) -> torch.
     return torch.ones(length, length, dtype=torch.bool, device=device).tril()
 
 
-# --------------------------------------------------------------------------- attention
+# --------------------------------------------------------------------------- softmax
 
-# The fast path's CPU heuristic, measured by the decoding rows of benchmarks/bench_sdpa.py.
-# On the CPU, PyTorch's fused SDPA kernel pays a fixed cost per block of queries and head
-# that a few queries cannot amortise. Without gradients (B=128 h=4 L_k=20 d_k=32, padding
-# mask, 1 thread), the explicit matmul + softmax + matmul is 1.42x as fast as the fused
-# kernel for 1 query per head (a greedy step), 1.26x for 4 (beam 4's hypotheses of one
-# sentence), 1.07x for 16, and 0.48x for 32 (the fused kernel wins from there on). Only
-# without gradients or dropout (the explicit backward would keep the L_q x L_k weights):
-# decoding steps.
-FEW_QUERIES = 16
+
+def masked_softmax(scores: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+    """Softmax over the last dimension that gives masked entries (mask False) weight zero.
+
+    Section 3.2.3: "We implement this inside of scaled dot-product attention by masking out
+    (setting to −∞) all values in the input of the softmax which correspond to illegal
+    connections." Masked scores become the most negative finite number instead, so beside
+    any unmasked score their weight underflows to exactly zero, and a row whose entries are
+    all masked (uniform, or NaN with −∞) gets all-zero weights: never NaN, finite gradients.
+
+    ``scores (..., L_q, L_k)`` floating point, ``mask`` boolean broadcastable to it (True =
+    may attend) or None; returns weights of the scores' shape. Where reading is free (a CPU
+    tensor, not compiling: :func:`~transformer_book.nn.masks.readable_without_sync`), scores
+    must be free of NaN and +inf (−inf, a score that is never chosen, is allowed) and no row
+    may come out NaN.
+    """
+    require_tensor(scores, "scores", floating=True)
+    require(scores.ndim >= 1, "scores", "a tensor of shape (..., L_k)", "a 0-D tensor")
+    if mask is not None:
+        check_mask(mask, tuple(scores.shape), scores.device)
+    if readable_without_sync(scores):
+        bad = torch.isnan(scores) | (scores == math.inf)
+        require(not bool(bad.any()), "scores", "no NaN or +inf", "NaN or +inf")
+    weights = _masked_softmax(scores, mask)
+    if readable_without_sync(weights):
+        require(not bool(torch.isnan(weights).any()), "scores",
+                "a finite score for each row's unmasked keys", "a row whose scores are all -inf")
+    return weights
+
+
+def _masked_softmax(scores: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+    """:func:`masked_softmax` without its checks, for inputs already checked."""
+    if mask is None:
+        return torch.softmax(scores, dim=-1)
+    weights = torch.softmax(scores.masked_fill(~mask, torch.finfo(scores.dtype).min), dim=-1)
+    nothing_to_attend = ~mask.any(dim=-1, keepdim=True)  # (..., L_q or 1, 1)
+    return weights.masked_fill(nothing_to_attend, 0.0)  # fully masked rows: all zero
+
+
+# --------------------------------------------------------------------------- the teaching path
 
 
 def scaled_dot_product_attention(
@@ -151,7 +184,7 @@ def scaled_dot_product_attention(
     mask: torch.Tensor | None = None,
     dropout_p: float = 0.0,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Section 3.2.1, Scaled Dot-Product Attention, the teaching path.
+    """Section 3.2.1, Scaled Dot-Product Attention: the teaching path.
 
     "We compute the dot products of the query with all keys, divide each by √d_k, and apply
     a softmax function to obtain the weights on the values":
@@ -161,7 +194,10 @@ def scaled_dot_product_attention(
     boolean broadcastable to ``(..., L_q, L_k)``, True = may attend. Returns
     ``output (..., L_q, d_v)`` and ``weights (..., L_q, L_k)`` (before dropout; rows sum to
     one, or are all zero for a query whose keys are all masked, whose output is then zero).
-    ``dropout_p`` drops weights (Section 5.4) and is applied whenever it is positive."""
+    ``dropout_p`` drops weights (Section 5.4) and is applied whenever it is positive.
+
+    Every argument is checked (shapes, dtypes, devices, and, where reading is free, finite
+    values); :func:`fast_attention` gives the same output faster, without the weights."""
     check_qk(q, k, values=False)  # values: read once, from the output, below
     require_tensor(v, "v", floating=True)
     require(v.ndim >= 2 and v.shape[-2] == k.shape[-2], "v", f"shape (..., L_k={k.shape[-2]}, d_v)",
@@ -171,59 +207,84 @@ def scaled_dot_product_attention(
     if mask is not None:
         batch = torch.broadcast_shapes(q.shape[:-2], k.shape[:-2])
         check_mask(mask, (*batch, q.shape[-2], k.shape[-2]), q.device)
-    out, weights = explicit_attention(q, k, v, mask, dropout_p)
-    if free_to_read(out) and not bool(torch.isfinite(out.detach()).all()):  # one read
+    out, weights = _attention(q, k, v, mask, dropout_p)
+    if readable_without_sync(out) and not bool(torch.isfinite(out.detach()).all()):  # one read
         for name, value in (("q", q), ("k", k), ("v", v)):
             require_finite_tensor(value, name)
         raise fail("q, k", "scores q·kᵀ/√d_k that are finite", "scores that overflow")
     return out, weights
 
 
-def explicit_attention(
+def _attention(
     q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None,
     dropout_p: float,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """:func:`scaled_dot_product_attention` without its checks, for inputs already checked
-    (:class:`MultiHeadAttention`'s teaching and decoding paths, the benchmarks): the same
-    shapes, ``softmax(QKᵀ / √d_k) V`` written out, weights returned. ``dropout_p`` is
-    checked (a number: no tensor is read)."""
-    if not torch.compiler.is_compiling():
-        require_probability(dropout_p, "dropout_p")
-    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])  # scaled_dot_score, (..., L_q, L_k)
-    weights = _masked_softmax(scores, mask)  # (..., L_q, L_k)
-    used = F.dropout(weights, dropout_p) if dropout_p > 0 else weights
-    return used @ v, weights  # (..., L_q, L_k) @ (..., L_k, d_v) -> (..., L_q, d_v)
+    """The teaching path's arithmetic, for checked inputs (shapes as in
+    :func:`scaled_dot_product_attention`): ``softmax(QKᵀ / √d_k) V`` and the weights."""
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])  # scaled_dot_score: (..., L_q, L_k)
+    weights = _masked_softmax(scores, mask)  # (..., L_q, L_k), masked keys weigh zero
+    dropped = F.dropout(weights, dropout_p) if dropout_p > 0 else weights  # Section 5.4
+    return dropped @ v, weights  # (..., L_q, L_k) @ (..., L_k, d_v) -> (..., L_q, d_v)
 
 
-def fused_attention(
-    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None,
-    is_causal: bool, dropout_p: float,
+# --------------------------------------------------------------------------- the fast path
+
+# Route 3 of the fast path, measured by the decoding rows of benchmarks/bench_sdpa.py. On the
+# CPU, PyTorch's fused SDPA kernel pays a fixed cost per block of queries and head that a few
+# queries cannot amortise. Without gradients (B=128 h=4 L_k=20 d_k=32, padding mask,
+# 1 thread), the explicit matmul + softmax + matmul is 1.42x as fast as the fused kernel for
+# 1 query per head (a greedy step), 1.26x for 4 (beam 4's hypotheses of one sentence), 1.07x
+# for 16, and 0.48x for 32 (the fused kernel wins from there on). Only without gradients or
+# dropout (the explicit backward would keep the L_q x L_k weights): decoding steps.
+FEW_QUERIES = 16
+
+
+def fast_attention(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None = None,
+    is_causal: bool = False, dropout_p: float = 0.0,
 ) -> torch.Tensor:
-    """The fast path: ``F.scaled_dot_product_attention`` on ``(B, h, L, d_k)`` tensors (the
-    explicit formula for a few queries on the CPU without gradients, :data:`FEW_QUERIES`);
-    ``is_causal`` adds the top-left causal mask. A query that sees no key would get NaN
-    from the fused kernel: it attends to every key instead (finite values and gradients)
-    and its output is zeroed, the teaching path's result. ``is_causal`` and ``dropout_p`` are
-    checked (plain values: no tensor is read)."""
+    """The fast path: the output of the teaching path,
+    ``scaled_dot_product_attention(q, k, v, mask & causal, dropout_p)[0]`` (tested equal,
+    up to rounding), by the quickest route on the device, without the weights.
+
+    ``q (B, h, L_q, d_k)``, ``k (B, h, L_k, d_k)``, ``v (B, h, L_k, d_v)`` ->
+    ``(B, h, L_q, d_v)``; ``mask`` as in the teaching path; ``is_causal`` adds the top-left
+    causal mask (query i sees keys 0 .. i). Only the plain values ``is_causal`` and
+    ``dropout_p`` are checked (no tensor is read; :class:`MultiHeadAttention` checks the
+    tensors' metadata). The routes, each a measured speed-up that keeps the values:
+
+    1. Under CPU bf16 autocast the core runs in fp32 (the projections around it stay in
+       bf16): torch's CPU flash-attention backward is ~14x slower in bf16
+       (``benchmarks/bench_precision.py``).
+    2. On the CPU, where reading a mask is free, a mask that hides nothing is dropped.
+    3. On the CPU, without gradients or dropout, at most :data:`FEW_QUERIES` queries (a
+       decoding step) take the teaching formula, faster there than the fused kernel.
+    4. Otherwise PyTorch's fused ``F.scaled_dot_product_attention``. A query that sees no
+       key would get NaN from it: it attends to every key instead (finite values and
+       gradients) and its output is zeroed, the teaching path's result. On the CPU the
+       zeroing is skipped when every query sees a key; on a GPU or while compiling, masks
+       are never read on the host and the zeroing always runs.
+    """
     if not torch.compiler.is_compiling():
         require_bool(is_causal, "is_causal")
         require_probability(dropout_p, "dropout_p")
-    if q.device.type == "cpu" and torch.is_autocast_enabled("cpu"):
-        # Under CPU bf16 autocast the projections gain, but torch's CPU flash-attention
-        # backward is ~14x slower in bf16: the core runs in fp32 (benchmarks/bench_precision).
+    on_cpu = q.device.type == "cpu"
+    if on_cpu and torch.is_autocast_enabled("cpu"):  # 1
         with torch.autocast("cpu", enabled=False):
-            return fused_attention(q.float(), k.float(), v.float(), mask, is_causal, dropout_p)
-    if (q.shape[-2] <= FEW_QUERIES and q.device.type == "cpu" and dropout_p == 0.0
-            and not torch.is_grad_enabled()):
+            return fast_attention(q.float(), k.float(), v.float(), mask, is_causal, dropout_p)
+    if mask is not None and readable_without_sync(mask) and bool(mask.all()):  # 2
+        mask = None
+    l_q, l_k = q.shape[-2], k.shape[-2]
+    if on_cpu and l_q <= FEW_QUERIES and dropout_p == 0.0 and not torch.is_grad_enabled():  # 3
         if is_causal:
-            mask = with_causal(mask, q.shape[-2], k.shape[-2], q.device)
-        return explicit_attention(q, k, v, mask, 0.0)[0]
-    if mask is None:  # let SDPA build the causal mask itself
+            mask = with_causal(mask, l_q, l_k, q.device)
+        return _attention(q, k, v, mask, 0.0)[0]
+    if mask is None:  # 4, SDPA building the causal mask itself
         return F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p, is_causal=is_causal)
     if is_causal:
-        mask = with_causal(mask, q.shape[-2], k.shape[-2], q.device)
+        mask = with_causal(mask, l_q, l_k, q.device)
     row_ok = mask.any(-1, keepdim=True)  # (..., L_q or 1, 1): does the query see any key?
-    if free_to_read(row_ok) and bool(row_ok.all()):  # on the CPU, skip the zeroing
+    if readable_without_sync(row_ok) and bool(row_ok.all()):
         return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p)
     out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask | ~row_ok, dropout_p=dropout_p)
     return out * row_ok
@@ -247,11 +308,12 @@ class MultiHeadAttention(nn.Module):
     (and gets one packed projection). ``mask`` is boolean, True = may attend, shaped
     ``(L_q, L_k)``, ``(B, L_q, L_k)`` or broadcastable to ``(B, h, L_q, L_k)`` (e.g.
     :func:`padding_mask`'s ``(B, 1, 1, L_k)``); ``is_causal`` adds the top-left
-    :func:`causal_mask`. With ``need_weights=True`` the teaching path
-    (:func:`explicit_attention`) runs and returns per-head weights; otherwise the fast path
-    (:func:`fused_attention`). Queries whose keys are all masked get a zero attention
-    output on both paths (then ``out_proj`` adds its bias). Only metadata is checked
-    (shapes, dtypes: no device sync), and nothing while ``torch.compile`` traces.
+    :func:`causal_mask`. With ``need_weights=True`` the teaching path (the arithmetic of
+    :func:`scaled_dot_product_attention`) runs and returns per-head weights; otherwise the
+    fast path (:func:`fast_attention`), which gives the same output. Queries whose keys are
+    all masked get a zero attention output on both paths (then ``out_proj`` adds its bias).
+    Only metadata is checked (shapes, dtypes: no device sync), and nothing while
+    ``torch.compile`` traces.
 
     Incremental decoding projects once and attends many times: ``forward`` is
     :meth:`project_query` and :meth:`project_kv`, then :meth:`attend` on the head-split
@@ -334,9 +396,10 @@ class MultiHeadAttention(nn.Module):
         ``(B, h, L_k, d_k)`` (one packed projection when ``value is key``)."""
         if not torch.compiler.is_compiling():
             self._check_input(key, "key")
-            self._check_input(value, "value", key.shape[:2])
+            self._check_input(value, "value", (key.shape[0], key.shape[1]))
         if value is key:
-            return self._split_heads(self._project(key, 1, 3), 2)  # packed W^K, W^V
+            k, v = self._split_heads(self._project(key, 1, 3), 2)  # packed W^K, W^V
+            return k, v
         (k,) = self._split_heads(self._project(key, 1, 2), 1)
         (v,) = self._split_heads(self._project(value, 2, 3), 1)
         return k, v
@@ -356,12 +419,12 @@ class MultiHeadAttention(nn.Module):
             require_bool(need_weights, "need_weights")
             self._check_heads(q, k, v, mask)
         dropout_p = self.dropout if self.training else 0.0
-        if need_weights:
+        if need_weights:  # the teaching path, Section 3.2.1, with its weights (for plots)
             if is_causal:
                 mask = with_causal(mask, l_q, k.shape[2], q.device)
-            out, weights = explicit_attention(q, k, v, mask, dropout_p)
-        else:
-            out, weights = fused_attention(q, k, v, mask, is_causal, dropout_p), None
+            out, weights = _attention(q, k, v, mask, dropout_p)
+        else:  # the fast path: the same output
+            out, weights = fast_attention(q, k, v, mask, is_causal, dropout_p), None
         # (B, h, L_q, d_k) -> (B, L_q, h, d_k) -> (B, L_q, d_model)
         out = out.transpose(1, 2).reshape(b, l_q, self.d_model)
         return self.out_proj(out), weights

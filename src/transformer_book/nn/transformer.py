@@ -2,8 +2,8 @@
 
 Figure 1 in code: embeddings (scaled by √d_model) plus positional encodings, the encoder
 stack, the decoder stack with cross-attention over the encoder output, and the pre-softmax
-linear projection to the vocabulary. The layers live in :mod:`transformer_book.nn.layers`
-(re-exported here); the hyperparameters in :class:`~transformer_book.run.config.TransformerConfig`.
+linear projection to the vocabulary. The layers live in :mod:`transformer_book.nn.layers`,
+the hyperparameters in :class:`~transformer_book.nn.config.TransformerConfig`.
 
     model = Transformer(TransformerConfig.preset("base", vocab_size=37000))
     logits = model(src_ids, tgt_ids)          # (B, S), (B, T) -> (B, T, V)
@@ -17,18 +17,19 @@ src_ids, cache=cache)`` with only the new tokens ``(B, t_new)`` each call.
 from __future__ import annotations
 
 import math
+from typing import Literal, overload
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from transformer_book.nn.attention import padding_mask
+from transformer_book.nn.attention import MultiHeadAttention, padding_mask
 from transformer_book.nn.config import TransformerConfig
 from transformer_book.nn.kv_cache import DecoderCache
 from transformer_book.nn.layers import Decoder, DecoderLayer, Encoder
-from transformer_book.nn.masks import free_to_read
-from transformer_book.nn.positional import LearnedPositionalEmbedding, SinusoidalPositionalEncoding
-from transformer_book.util.validation import require, require_tensor
+from transformer_book.nn.masks import readable_without_sync
+from transformer_book.nn.positional import positional_encoding
+from transformer_book.util.validation import fail, require, require_tensor
 
 __all__ = [
     "Transformer",
@@ -40,9 +41,7 @@ _ID_DTYPES = (torch.int64, torch.int32)
 
 
 def _positional(config: TransformerConfig) -> nn.Module:
-    if config.positional == "sinusoidal":
-        return SinusoidalPositionalEncoding(config.d_model, config.max_len, config.dropout)
-    return LearnedPositionalEmbedding(config.d_model, config.max_len, config.dropout)
+    return positional_encoding(config.positional, config.d_model, config.max_len, config.dropout)
 
 
 class Transformer(nn.Module):
@@ -62,9 +61,12 @@ class Transformer(nn.Module):
     ``tgt_ids`` is the decoder input (``<bos> y_1 ... y_{T-1}``, right-padded); logits at
     position t predict ``y_{t+1}``. Padding masks come from ``config.pad_id``; the causal
     mask is built inside. Ids must be a 2-D integer tensor with at most ``config.max_len``
-    positions (checked on every call, metadata only: longer inputs raise a ``BookError``,
-    they are never silently truncated) and values in ``[0, vocab_size)`` (checked by
-    :meth:`check_ids`, which entry points call once: reading values is a device sync).
+    positions (longer inputs raise a ``BookError``, they are never silently truncated) and
+    values in ``[0, vocab_size)``. :meth:`forward`, :meth:`encode` and :meth:`decode` check
+    the shapes on every call and, on the CPU, the values too (one ``aminmax``); on a GPU
+    they leave the values to the entry points (translation, decoding), which call
+    :meth:`check_ids` once, because reading values there makes the host wait for the device
+    at every step. Nothing is checked while ``torch.compile`` traces.
     """
 
     def __init__(self, config: TransformerConfig) -> None:
@@ -96,19 +98,34 @@ class Transformer(nn.Module):
     # ------------------------------------------------------------------ checks and masks
 
     def check_ids(self, ids: torch.Tensor, name: str, offset: int = 0) -> None:
-        """For entry points (decoding, translation, training): :meth:`check_id_shape`, and
-        every id inside the vocabulary. Reading the values synchronises the host with the
-        device, so the model's own methods never call this; out-of-range ids there would
-        fail inside the embedding."""
+        """:meth:`check_id_shape`, and every id inside the vocabulary ``[0, vocab_size)``; a
+        ``BookError`` names the first id outside it and where it sits. Reading the values
+        synchronises the host with the device: entry points call this once per batch on any
+        device, the model's own methods on the CPU alone (:meth:`_check_ids_of_call`)."""
         self.check_id_shape(ids, name, offset)
+        vocab = self.config.vocab_size
         lo, hi = (int(t) for t in torch.aminmax(ids))
-        require(lo >= 0 and hi < self.config.vocab_size, name,
-                f"token ids in [0, vocab_size={self.config.vocab_size})", f"min {lo}, max {hi}")
+        if lo < 0 or hi >= vocab:
+            bad = lo if lo < 0 else hi
+            row, position = (int(i) for i in (ids == bad).nonzero()[0])
+            raise fail(name, f"token ids in [0, vocab_size={vocab})",
+                       f"id {bad} at row {row}, position {position}")
+
+    def _check_ids_of_call(self, ids: torch.Tensor, name: str, offset: int = 0) -> None:
+        """What :meth:`forward`, :meth:`encode` and :meth:`decode` check on every call: the
+        values too (:meth:`check_ids`) where reading them is free (a CPU tensor: one
+        ``aminmax``, microseconds), the shape alone on a GPU (:meth:`check_id_shape`), where
+        an out-of-range id fails inside the embedding as a device-side assert."""
+        if readable_without_sync(ids):
+            self.check_ids(ids, name, offset)
+        else:
+            self.check_id_shape(ids, name, offset)
 
     def check_id_shape(self, ids: torch.Tensor, name: str, offset: int = 0) -> None:
         """2-D integer ids, no longer than ``max_len`` positions after ``offset`` cached
         ones: metadata only (no sync), what :meth:`forward`, :meth:`encode` and
-        :meth:`decode` check on every call (nothing while ``torch.compile`` traces)."""
+        :meth:`decode` check on every call on a GPU (nothing while ``torch.compile``
+        traces)."""
         config = self.config
         require_tensor(ids, name, ndim=2)
         require(ids.dtype in _ID_DTYPES, name, "an integer tensor (torch.long) of token ids",
@@ -119,12 +136,10 @@ class Transformer(nn.Module):
                 f"at most max_len={config.max_len} positions (an error, not truncation)",
                 f"length {ids.shape[1]}" + (f" after {offset} cached positions" if offset else ""))
 
-    def source_mask(self, src_ids: torch.Tensor) -> torch.Tensor | None:
-        """Keys that are real source tokens, bool ``(B, 1, 1, S)``. On the CPU, ``None``
-        when nothing is padding (then attention runs unmasked, the fastest path); elsewhere
-        the mask always, never read back (:func:`~transformer_book.nn.masks.free_to_read`)."""
-        mask = padding_mask(src_ids, self.config.pad_id)  # (B, S) -> (B, 1, 1, S)
-        return None if free_to_read(mask) and bool(mask.all()) else mask
+    def source_mask(self, src_ids: torch.Tensor) -> torch.Tensor:
+        """Keys that are real source tokens, bool ``(B, 1, 1, S)`` (the fast path drops a
+        mask that hides nothing where reading it is free)."""
+        return padding_mask(src_ids, self.config.pad_id)  # (B, S) -> (B, 1, 1, S)
 
     def new_cache(self) -> DecoderCache:
         """An empty :class:`DecoderCache` for incremental :meth:`decode`."""
@@ -132,6 +147,12 @@ class Transformer(nn.Module):
 
     # ------------------------------------------------------------------ the model
 
+    @overload
+    def encode(self, src_ids: torch.Tensor, need_weights: Literal[False] = False
+               ) -> torch.Tensor: ...
+    @overload
+    def encode(self, src_ids: torch.Tensor, need_weights: Literal[True]
+               ) -> tuple[torch.Tensor, list[torch.Tensor]]: ...
     def encode(
         self, src_ids: torch.Tensor, need_weights: bool = False
     ) -> torch.Tensor | tuple[torch.Tensor, list[torch.Tensor]]:
@@ -141,11 +162,19 @@ class Transformer(nn.Module):
         weights)``, ``weights`` a list of one ``(B, h, S, S)`` tensor per layer.
         """
         if not torch.compiler.is_compiling():
-            self.check_id_shape(src_ids, "src_ids")
+            self._check_ids_of_call(src_ids, "src_ids")
         x = self.src_pos(self.src_embed(src_ids) * self.embed_scale)  # (B, S, d_model)
         memory, weights = self.encoder(x, self.source_mask(src_ids), need_weights)
         return (memory, weights) if need_weights else memory
 
+    @overload
+    def decode(self, tgt_ids: torch.Tensor, memory: torch.Tensor, src_ids: torch.Tensor,
+               cache: DecoderCache | None = None, need_weights: Literal[False] = False
+               ) -> torch.Tensor: ...
+    @overload
+    def decode(self, tgt_ids: torch.Tensor, memory: torch.Tensor, src_ids: torch.Tensor,
+               cache: DecoderCache | None = None, *, need_weights: Literal[True]
+               ) -> tuple[torch.Tensor, dict[str, list[torch.Tensor]]]: ...
     def decode(
         self,
         tgt_ids: torch.Tensor,
@@ -180,8 +209,8 @@ class Transformer(nn.Module):
 
     def _check_decode(self, tgt_ids: torch.Tensor, memory: torch.Tensor, src_ids: torch.Tensor,
                       offset: int) -> None:
-        self.check_id_shape(tgt_ids, "tgt_ids", offset)
-        self.check_id_shape(src_ids, "src_ids")
+        self._check_ids_of_call(tgt_ids, "tgt_ids", offset)
+        self._check_ids_of_call(src_ids, "src_ids")
         require_tensor(memory, "memory", ndim=3, floating=True)
         b, s = src_ids.shape
         require(memory.shape == (b, s, self.config.d_model), "memory",
@@ -194,17 +223,16 @@ class Transformer(nn.Module):
     def forward(self, src_ids: torch.Tensor, tgt_ids: torch.Tensor) -> torch.Tensor:
         """``src_ids (B, S)``, ``tgt_ids (B, T)`` -> ``logits (B, T, V)`` (teacher forcing).
 
-        The same as ``decode(tgt_ids, encode(src_ids), src_ids)``, checking the ids' shapes
-        and building the source mask once. Id values are not checked here (that would
-        synchronise with the device): entry points call :meth:`check_ids` once.
+        The same as ``decode(tgt_ids, encode(src_ids), src_ids)``, checking the ids (their
+        values on the CPU alone, see the class docstring) and building the source mask once.
         """
         if not torch.compiler.is_compiling():
-            self.check_id_shape(src_ids, "src_ids")
-            self.check_id_shape(tgt_ids, "tgt_ids")
+            self._check_ids_of_call(src_ids, "src_ids")
+            self._check_ids_of_call(tgt_ids, "tgt_ids")
             require(tgt_ids.shape[0] == src_ids.shape[0], "tgt_ids",
                     f"batch size {src_ids.shape[0]} (as src_ids)",
                     f"shape {tuple(tgt_ids.shape)}")
-        src_mask = self.source_mask(src_ids)  # (B, 1, 1, S) or None
+        src_mask = self.source_mask(src_ids)  # (B, 1, 1, S)
         x = self.src_pos(self.src_embed(src_ids) * self.embed_scale)  # (B, S, d_model)
         memory, _ = self.encoder(x, src_mask)  # (B, S, d_model)
         y = self.tgt_pos(self.tgt_embed(tgt_ids) * self.embed_scale)  # (B, T, d_model)
@@ -253,7 +281,7 @@ class Transformer(nn.Module):
                     pairs += [(mine.cross_attn, theirs.multihead_attn), (mine.norm3, theirs.norm3)]
             for mine, theirs in pairs:
                 if isinstance(theirs, nn.MultiheadAttention):
-                    theirs = type(mine).from_torch(theirs)  # packed in_proj, same layout
+                    theirs = MultiHeadAttention.from_torch(theirs)  # packed in_proj, same layout
                 mine.load_state_dict(theirs.state_dict())
             ours.src_embed.weight.copy_(weight)
             ours.tgt_embed.weight.copy_(weight)
@@ -294,8 +322,8 @@ def _check_torch_layout(transformer: nn.Transformer, embedding: nn.Embedding,
             "transformer", "ReLU activations (Section 3.3)", "another activation")
     require(enc.norm is not None and dec.norm is not None, "transformer",
             "final encoder/decoder LayerNorms (as nn.Transformer builds them)", "None")
-    require(config.final_norm, "config", "final_norm=True (nn.Transformer's stacks end in a "
-            "LayerNorm; TransformerConfig(..., final_norm=True, generator_bias=True))",
+    require(config.final_norm is True, "config", "final_norm=True (nn.Transformer's stacks end "
+            "in a LayerNorm; TransformerConfig(..., final_norm=True, generator_bias=True))",
             "final_norm=False")
     require((generator.bias is not None) == config.generator_bias, "generator",
             f"{'a' if config.generator_bias else 'no'} bias (config.generator_bias="

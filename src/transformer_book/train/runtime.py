@@ -7,7 +7,7 @@ only emulated and several times slower (``torch.cuda.is_bf16_supported()`` count
 so it is not asked). On a CPU, "auto" means bf16 autocast where the CPU multiplies bf16
 matrices in hardware (Intel AMX: Sapphire Rapids and later), which made a training step of
 the small preset 1.38x faster on 2 cores (``benchmarks/bench_precision.py``, with
-attention's core kept in fp32: :func:`transformer_book.nn.attention.fused_attention`), and fp32
+attention's core kept in fp32: :func:`transformer_book.nn.attention.fast_attention`), and fp32
 on every other CPU and on Apple GPUs. An optimizer step the scaler skips
 (inf/NaN in the fp16 gradients) is reported by :func:`optimizer_step`, so that the learning
 rate schedule does not advance on it.
