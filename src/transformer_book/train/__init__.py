@@ -48,7 +48,6 @@ from transformer_book.train.session import (
     Session,
     TrainOptions,
     open_session,
-    save_session,
 )
 from transformer_book.train.step import (
     NonFiniteLossError,
@@ -72,6 +71,6 @@ __all__ = [
     "check_resumable", "check_same_data", "count_tokens", "epoch_steps", "greedy_bleu",
     "label_smoothed_cross_entropy", "make_batch", "make_optimizer", "make_scaler",
     "make_step_batch", "noam_lr", "open_session", "optimizer_step", "prepare_data",
-    "resolve_precision", "restore_run", "save_session", "setup_distributed",
+    "resolve_precision", "restore_run", "setup_distributed",
     "smoothed_target_distribution", "train", "train_step", "validate", "validation_loss"
 ]

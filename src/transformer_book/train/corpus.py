@@ -114,9 +114,11 @@ def prepare_data(run_config: RunConfig, out_dir: str | Path, *, is_main: bool = 
              "vocab_size": tokenizer.vocab_size, "max_len": limit,
              "train_src_tokens": sum(map(len, encoded["train"][0])),
              "train_tgt_tokens": sum(map(len, encoded["train"][1]))}
-    return PreparedData(tokenizer, path, encoded["train"][0], encoded["train"][1],
-                        encoded["val"][0], encoded["val"][1], encoded["val"][2], stats,
-                        encoded["train"][3])
+    return PreparedData(tokenizer=tokenizer, tokenizer_path=path,
+                        train_src=encoded["train"][0], train_tgt=encoded["train"][1],
+                        val_src=encoded["val"][0], val_tgt=encoded["val"][1],
+                        val_references=encoded["val"][2], stats=stats,
+                        train_pairs=encoded["train"][3])
 
 
 def _fingerprint(pairs: list[tuple[str, str]]) -> str:

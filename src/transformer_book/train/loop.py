@@ -15,7 +15,7 @@ each step is :func:`~transformer_book.train.step.train_step`, each evaluation
 :func:`~transformer_book.train.validate.validate`.
 
 Resuming is exact: a checkpoint holds the weights, Adam's moments, the schedule, the step,
-the epoch, the position inside the epoch's batch order and every RNG state, so on a CPU an
+the epoch, the steps already taken in it and every RNG state, so on a CPU an
 interrupted and resumed run computes the same losses as an uninterrupted one.
 
 Several processes (``torchrun --nproc_per_node=K -m transformer_book.cli train ...``):
@@ -31,7 +31,7 @@ per-process dropout RNG, which is reseeded from (seed, rank, step).
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -43,13 +43,7 @@ from transformer_book.run.checkpoint import checkpoint_name, list_checkpoints
 from transformer_book.run.config import RunConfig
 from transformer_book.train.corpus import epoch_steps, make_step_batch, resegment_train
 from transformer_book.train.runtime import all_reduce, setup_distributed
-from transformer_book.train.session import (
-    Session,
-    TrainOptions,
-    make_sampler,
-    open_session,
-    save_session,
-)
+from transformer_book.train.session import Session, TrainOptions, make_sampler, open_session
 from transformer_book.train.step import NonFiniteLossError, train_step
 from transformer_book.train.validate import validate
 from transformer_book.util.env import require_device
@@ -148,137 +142,255 @@ def train(
 
     Raises:
         NonFiniteLossError: the loss or weights became NaN/inf; their checkpoint is renamed
-            ``diverged-step_...``, the record says ``"status": "diverged"`` (``_diverged``).
+            ``diverged-step_...``, the record says ``"status": "diverged"``.
         BookError: bad config, incompatible checkpoint, corrupted files.
     """
     watch = Stopwatch()  # wall_seconds and train_seconds count from here
     require(isinstance(run_config, RunConfig), "run_config", "a RunConfig",
             type(run_config).__name__)
-    options = TrainOptions(resume, progress, on_eval, results_dir, name, command,
-                           bleu_sentences, val_sentences)  # checks them
+    options = TrainOptions(resume=resume, progress=progress, on_eval=on_eval,
+                           results_dir=results_dir, name=name, command=command,
+                           bleu_sentences=bleu_sentences, val_sentences=val_sentences)
     _check_where(out_dir, results_dir)
     info, device = setup_distributed(None if device is None else require_device(device))
     try:
-        return _train(open_session(run_config, Path(out_dir), options, info, device, watch))
+        return _Loop(open_session(run_config, Path(out_dir), options, info, device, watch)).run()
     finally:
         if info.enabled and dist.is_initialized():
             dist.destroy_process_group()
 
 
-def _train(run: Session) -> TrainingResult:
-    """The loop: steps until the budget is spent, evaluating and checkpointing on the way."""
-    from tqdm.auto import tqdm  # an optional display, imported when training starts
+class _Loop:
+    """One session's loop over a :class:`Session`: its epochs' batches, the progress bar,
+    the session's counters, and the steps, evaluations and checkpoints as methods."""
 
-    t = run.run_config.train
-    run.bar = tqdm(total=t.max_steps, initial=run.trainer.step, unit="step", dynamic_ncols=True,
-                   disable=not (run.options.progress and run.info.is_main))
-    # Two lines, each within the book's 88-character code column.
-    _log(run, f"{run.options.name}: {run.num_parameters:,} parameters, "
-              f"{run.data.stats['train_kept']:,} training pairs, vocab {run.config.vocab_size}")
-    _log(run, f"  {run.device} {run.trainer.precision}, {run.info.world_size} process(es)"
-              + (f", resuming from {run.resumed_from.name}" if run.resumed_from else ""))
-    run.chunks = _epoch_chunks(run)
-    try:
-        while _budget_left(run):
-            if run.position >= _micro_batches(run.chunks):  # epoch finished (e.g. on resume)
-                _next_epoch(run)
-            _step(run)
-            _after_step(run)
-        run.bar.close()
-        return _finish(run)
-    except NonFiniteLossError as error:
-        run.bar.close()
-        _diverged(run, error)
-        raise
+    def __init__(self, session: Session) -> None:
+        from tqdm.auto import tqdm  # an optional display, imported when training starts
 
+        self.session, self.state, self.trainer = session, session.state, session.trainer
+        self.sampler = make_sampler(session.data, session.run_config, session.info)
+        self.plan = self._epoch_plan()  # this epoch's optimizer steps, as micro-batches
+        self.bar = tqdm(total=session.run_config.train.max_steps, initial=self.trainer.step,
+                        unit="step", dynamic_ncols=True,
+                        disable=not (session.options.progress and session.info.is_main))
+        self.step_seconds, self.tokens = 0.0, 0  # this session's, inside optimizer steps
+        self.last_checkpoint = session.resumed_from
+        evals = self.state.evals
+        self.last_eval_step: int | None = evals[-1]["step"] if evals else None
+        self.stop_reason = "max_steps"
 
-def _step(run: Session) -> None:
-    """One optimizer step on the next chunk of the epoch, logged and timed."""
-    tick = Stopwatch()
-    chunk = next(c for i, c in _offsets(run.chunks) if i == run.position)
-    batch = make_step_batch(run.data.train_src, run.data.train_tgt, chunk, run.device)
-    result = train_step(run.trainer, batch)
-    run.position += len(chunk)
-    run.step_seconds += tick.seconds
-    run.session_steps += 1
-    run.session_tokens += result.tokens
-    run.losses.append({"step": result.step, "loss": result.loss, "lr": result.lr,
-                       "tokens": result.tokens})
-    run.bar.update(1)
-    run.bar.set_postfix(loss=f"{result.loss:.3f}", lr=f"{result.lr:.2e}",
-                        tok_s=f"{run.session_tokens / max(run.step_seconds, 1e-9):,.0f}",
-                        ep=run.epoch)
+    def run(self) -> TrainingResult:
+        """Steps until the budget is spent, evaluating and checkpointing on the way."""
+        s = self.session
+        # Two lines, each within the book's 88-character code column.
+        self._log(f"{s.options.name}: {s.num_parameters:,} parameters, "
+                  f"{s.data.stats['train_kept']:,} training pairs, vocab {s.config.vocab_size}")
+        self._log(f"  {s.device} {self.trainer.precision}, {s.info.world_size} process(es)"
+                  + (f", resuming from {s.resumed_from.name}" if s.resumed_from else ""))
+        try:
+            while self._budget_left():
+                if self._epoch_done():  # e.g. resumed from the checkpoint at an epoch's end
+                    self._next_epoch()
+                self._step()
+                self._after_step()
+            self.bar.close()
+            return self._finish()
+        except NonFiniteLossError as error:
+            self.bar.close()
+            self._diverged(error)
+            raise
 
+    @property
+    def session_steps(self) -> int:
+        return self.trainer.step - self.session.start_step
 
-def _after_step(run: Session) -> None:
-    """Evaluate every ``eval_every`` steps and at the epoch's end; checkpoint every
-    ``checkpoint_every`` steps."""
-    t, step = run.run_config.train, run.trainer.step
-    end_of_epoch = run.position >= _micro_batches(run.chunks)
-    if step % t.eval_every == 0 or end_of_epoch:
-        _evaluate(run, "end of epoch" if end_of_epoch and step % t.eval_every else "eval_every")
-        run.last_eval_step = step
-    if end_of_epoch:
-        _next_epoch(run)
-    if step % t.checkpoint_every == 0:
-        run.last_checkpoint = save_session(run)
+    def _epoch_done(self) -> bool:
+        return self.state.steps_into_epoch >= len(self.plan)
 
+    def _step(self) -> None:
+        """One optimizer step on the epoch's next batch, logged and timed."""
+        tick, data = Stopwatch(), self.session.data
+        chunk = self.plan[self.state.steps_into_epoch]
+        result = train_step(self.trainer, make_step_batch(data.train_src, data.train_tgt,
+                                                          chunk, self.session.device))
+        self.state.steps_into_epoch += 1
+        self.step_seconds += tick.seconds
+        self.tokens += result.tokens
+        self.state.losses.append({"step": result.step, "loss": result.loss, "lr": result.lr,
+                                  "tokens": result.tokens})
+        self.bar.update(1)
+        self.bar.set_postfix(loss=f"{result.loss:.3f}", lr=f"{result.lr:.2e}",
+                             tok_s=f"{self.tokens / max(self.step_seconds, 1e-9):,.0f}",
+                             ep=self.state.epoch)
 
-def _finish(run: Session) -> TrainingResult:
-    """The last evaluation and checkpoint (unless just done), then the result and record."""
-    step = run.trainer.step
-    evaluated = step > 0 and step != run.last_eval_step
-    if evaluated:
-        _evaluate(run, "end of training")
-    # Saved again if this step's checkpoint came before its evaluation: the checkpoints
-    # carry the evaluations that choosing by val (--select best-val) reads.
-    if step > 0 and (evaluated or run.last_checkpoint is None
-                     or run.last_checkpoint.name != checkpoint_name(step)):
-        run.last_checkpoint = save_session(run)
-    run.info.barrier()
-    result = _result(run, run.last_checkpoint)
-    _log(run, f"stopped at step {step} ({run.stop_reason}); {run.session_steps} steps this "
-              "session")
-    _log(run, f"  {result.tokens_per_second:,.0f} tokens/s, "
-              f"{result.seconds_per_step:.3f} s/step, wall {result.wall_seconds:.1f} s")
-    if run.info.is_main and run.options.results_dir is not None:
-        result.record_path = _write_record(run, result, {"status": "finished"})
-        _log(run, f"record: {result.record_path}")
-    return result
+    def _after_step(self) -> None:
+        """Evaluate every ``eval_every`` steps and at the epoch's end; checkpoint every
+        ``checkpoint_every`` steps."""
+        t, step = self.session.run_config.train, self.trainer.step
+        end_of_epoch = self._epoch_done()
+        if step % t.eval_every == 0 or end_of_epoch:
+            self._evaluate("end of epoch" if end_of_epoch and step % t.eval_every
+                           else "eval_every")
+            self.last_eval_step = step
+        if end_of_epoch:
+            self._next_epoch()
+        if step % t.checkpoint_every == 0:
+            self.last_checkpoint = self.session.save()
 
+    def _finish(self) -> TrainingResult:
+        """The last evaluation and checkpoint (unless just done), then the result and record."""
+        s, step = self.session, self.trainer.step
+        evaluated = step > 0 and step != self.last_eval_step
+        if evaluated:
+            self._evaluate("end of training")
+        # Saved again if this step's checkpoint came before its evaluation: the checkpoints
+        # carry the evaluations that choosing by val (--select best-val) reads.
+        if step > 0 and (evaluated or self.last_checkpoint is None
+                         or self.last_checkpoint.name != checkpoint_name(step)):
+            self.last_checkpoint = s.save()
+        s.info.barrier()
+        result = self._result(self.last_checkpoint)
+        self._log(f"stopped at step {step} ({self.stop_reason}); {self.session_steps} steps "
+                  "this session")
+        self._log(f"  {result.tokens_per_second:,.0f} tokens/s, "
+                  f"{result.seconds_per_step:.3f} s/step, wall {result.wall_seconds:.1f} s")
+        if s.info.is_main and s.options.results_dir is not None:
+            result.record_path = self._write_record(result, {"status": "finished"})
+            self._log(f"record: {result.record_path}")
+        return result
 
-def _result(run: Session, final_checkpoint: Path | None) -> TrainingResult:
-    wall, seconds = run.watch.seconds, run.step_seconds
-    return TrainingResult(
-        run.out_dir, run.trainer.step, run.epoch, run.stop_reason, final_checkpoint, None,
-        wall, run.previous_seconds + wall, seconds,
-        run.session_tokens / seconds if seconds else 0.0,
-        seconds / run.session_steps if run.session_steps else 0.0,
-        run.losses, run.evals, run.resumed_from, run.info.rank)
+    def _result(self, final_checkpoint: Path | None) -> TrainingResult:
+        s, seconds, steps = self.session, self.step_seconds, self.session_steps
+        wall = s.watch.seconds  # read once: train_seconds is the earlier sessions' + this
+        return TrainingResult(
+            out_dir=s.out_dir, step=self.trainer.step, epoch=self.state.epoch,
+            stop_reason=self.stop_reason, final_checkpoint=final_checkpoint, record_path=None,
+            wall_seconds=wall, train_seconds=s.state.train_seconds + wall, step_seconds=seconds,
+            tokens_per_second=self.tokens / seconds if seconds else 0.0,
+            seconds_per_step=seconds / steps if steps else 0.0, losses=self.state.losses,
+            evals=self.state.evals, resumed_from=s.resumed_from, rank=s.info.rank)
 
+    def _diverged(self, error: NonFiniteLossError) -> None:
+        """The loss or the weights broke: the checkpoint holding the weights that broke (if
+        one was written at the current step) is set aside, so that resume and translate pick
+        the newest checkpoint before it, and the record is written with ``"status":
+        "diverged"``."""
+        s = self.session
+        self.stop_reason = "diverged"
+        if not s.info.is_main:
+            return
+        set_aside = None
+        newest = list_checkpoints(s.out_dir)
+        if newest and newest[-1].name == checkpoint_name(self.trainer.step):
+            set_aside = _set_aside(newest[-1])
+            self._log(f"{newest[-1].name} holds the weights that broke: moved to {set_aside}")
+        if s.options.results_dir is None:
+            return
+        remaining = list_checkpoints(s.out_dir)
+        result = self._result(remaining[-1] if remaining else None)
+        last = self.trainer.last_finite
+        path = self._write_record(result, {
+            "status": "diverged", "diverged_at_step": error.step,
+            "last_finite_loss": {"step": last[0], "loss": last[1]} if last else None,
+            "error": str(error), "set_aside_checkpoint": str(set_aside) if set_aside else None})
+        self._log(f"record: {path}")
 
-def _diverged(run: Session, error: NonFiniteLossError) -> None:
-    """The loss or the weights broke: the checkpoint holding the weights that broke (if one
-    was written at the current step) is set aside, so that resume and translate pick the
-    newest checkpoint before it, and the record is written with ``"status": "diverged"``."""
-    run.stop_reason = "diverged"
-    if not run.info.is_main:
-        return
-    set_aside = None
-    newest = list_checkpoints(run.out_dir)
-    if newest and newest[-1].name == checkpoint_name(run.trainer.step):
-        set_aside = _set_aside(newest[-1])
-        _log(run, f"{newest[-1].name} holds the weights that broke: moved to {set_aside}")
-    if run.options.results_dir is None:
-        return
-    remaining = list_checkpoints(run.out_dir)
-    result = _result(run, remaining[-1] if remaining else None)
-    last = run.trainer.last_finite
-    path = _write_record(run, result, {
-        "status": "diverged", "diverged_at_step": error.step,
-        "last_finite_loss": {"step": last[0], "loss": last[1]} if last else None,
-        "error": str(error), "set_aside_checkpoint": str(set_aside) if set_aside else None})
-    _log(run, f"record: {path}")
+    def _budget_left(self) -> bool:
+        """Whether another step fits ``max_steps`` and ``max_minutes``; sets ``stop_reason``."""
+        max_steps = self.session.run_config.train.max_steps
+        if max_steps is not None and self.trainer.step >= max_steps:
+            self.stop_reason = "max_steps"
+            return False
+        if self._out_of_time():
+            self.stop_reason = "max_minutes"
+            return False
+        return True
+
+    def _out_of_time(self) -> bool:
+        """``max_minutes`` spent (over every session)? Under DDP every process stops
+        together: one all-reduce of the flag; on one process no device is involved."""
+        s = self.session
+        minutes = s.run_config.train.max_minutes
+        if minutes is None:
+            return False
+        spent = s.train_seconds >= 60.0 * minutes
+        if not s.info.enabled:
+            return spent
+        flag = torch.tensor([float(spent)], device=s.device)
+        return bool(all_reduce(flag, s.info, dist.ReduceOp.MAX) > 0)
+
+    def _next_epoch(self) -> None:
+        self.state.epoch, self.state.steps_into_epoch = self.state.epoch + 1, 0
+        self.plan = self._epoch_plan()
+
+    def _epoch_plan(self) -> list[list[list[int]]]:
+        """The epoch's optimizer steps; under BPE-dropout (``[data] bpe_dropout``), on a
+        fresh segmentation of the training pairs, batched anew (their lengths changed)."""
+        s = self.session
+        if s.run_config.data.bpe_dropout > 0:
+            resegment_train(s.data, s.run_config.data.bpe_dropout)
+            self.sampler = make_sampler(s.data, s.run_config, s.info)
+        return epoch_steps(self.sampler, self.state.epoch, s.run_config.train.accumulation)
+
+    def _log(self, message: str) -> None:
+        if self.session.info.is_main:
+            if self.session.options.progress:
+                self.bar.write(message)
+            else:
+                print(message, flush=True)
+
+    def _evaluate(self, reason: str) -> None:
+        """Validation loss and greedy BLEU (rank 0 only), kept in ``evals`` and logged."""
+        s, step = self.session, self.trainer.step
+        if not s.info.is_main:
+            return
+        result = {"step": step, "epoch": self.state.epoch, "reason": reason,
+                  **validate(s.raw_model, s.data, s.run_config, s.config, s.device,
+                             self.trainer.precision, s.options.bleu_sentences)}
+        self.state.evals.append(result)
+        self._log(f"step {step} ({reason}): val loss {result['val_loss']:.4f}, "
+                  f"ppl {result['val_ppl']:.2f}, "
+                  f"greedy BLEU {result.get('bleu', float('nan')):.2f}")
+        if s.options.on_eval is not None:
+            s.options.on_eval(result)
+
+    def _write_record(self, result: TrainingResult, status: dict[str, Any]) -> Path:
+        """The JSON record of this session in ``results_dir`` (Section 6's numbers, with
+        what produced them); ``status`` says how it ended (``"finished"``, or
+        ``"diverged"`` with where and why)."""
+        s = self.session
+        d, t, world = s.run_config.data, s.run_config.train, s.info.world_size
+        assert s.options.results_dir is not None, "records are written only with a results_dir"
+        return write_record(s.options.results_dir, "train", s.options.name, {
+            "kind": "train",
+            "name": s.options.name,
+            **status,
+            "command": command_line(s.options.command),
+            "git": git_commit(),
+            "hardware": hardware_info(s.device, world),
+            "config": s.run_config.to_dict(),
+            "model_config": s.config.to_dict(),
+            "num_parameters": s.num_parameters,
+            "precision": self.trainer.precision,
+            "world_size": world,
+            "global_batch_tokens_per_side": d.max_tokens * world * t.accumulation,
+            "data": s.data.stats,
+            "out_dir": str(s.out_dir.resolve()),
+            "resumed_from": str(s.resumed_from) if s.resumed_from else None,
+            "steps": result.step,
+            "session_steps": self.session_steps,
+            "session_start_step": s.start_step,
+            "epoch": result.epoch,
+            "stop_reason": result.stop_reason,
+            "wall_seconds": result.wall_seconds,
+            "train_seconds": result.train_seconds,
+            "step_seconds": result.step_seconds,
+            "tokens_per_second": result.tokens_per_second,
+            "seconds_per_step": result.seconds_per_step,
+            "loss_curve": self.state.losses,
+            "evals": self.state.evals,
+            "final_checkpoint": str(result.final_checkpoint) if result.final_checkpoint else None,
+        })
 
 
 def _set_aside(checkpoint: Path) -> Path:
@@ -290,111 +402,3 @@ def _set_aside(checkpoint: Path) -> Path:
         target = checkpoint.with_name(f"diverged-{checkpoint.name}-{n}")
     os.replace(checkpoint, target)
     return target
-
-
-def _budget_left(run: Session) -> bool:
-    """Whether another step fits ``max_steps`` and ``max_minutes``; sets ``stop_reason``."""
-    max_steps = run.run_config.train.max_steps
-    if max_steps is not None and run.trainer.step >= max_steps:
-        run.stop_reason = "max_steps"
-        return False
-    if _out_of_time(run):
-        run.stop_reason = "max_minutes"
-        return False
-    return True
-
-
-def _out_of_time(run: Session) -> bool:
-    """``max_minutes`` spent (over every session)? Under DDP every process stops together:
-    one all-reduce of the flag; on one process no device is involved."""
-    minutes = run.run_config.train.max_minutes
-    if minutes is None:
-        return False
-    spent = run.previous_seconds + run.watch.seconds >= 60.0 * minutes
-    if not run.info.enabled:
-        return spent
-    flag = torch.tensor([float(spent)], device=run.device)
-    return bool(all_reduce(flag, run.info, dist.ReduceOp.MAX) > 0)
-
-
-def _next_epoch(run: Session) -> None:
-    run.epoch, run.position = run.epoch + 1, 0
-    run.chunks = _epoch_chunks(run)
-
-
-def _epoch_chunks(run: Session) -> list[list[list[int]]]:
-    """The epoch's optimizer steps; under BPE-dropout (``[data] bpe_dropout``), on a fresh
-    segmentation of the training pairs, batched anew (their lengths changed)."""
-    if run.run_config.data.bpe_dropout > 0:
-        resegment_train(run.data, run.run_config.data.bpe_dropout)
-        run.sampler = make_sampler(run.data, run.run_config, run.info)
-    return epoch_steps(run.sampler, run.epoch, run.run_config.train.accumulation)
-
-
-def _log(run: Session, message: str) -> None:
-    if run.info.is_main:
-        run.bar.write(message) if run.options.progress else print(message, flush=True)
-
-
-def _evaluate(run: Session, reason: str) -> None:
-    """Validation loss and greedy BLEU (rank 0 only), kept in ``evals`` and logged."""
-    if not run.info.is_main:
-        return
-    result = {"step": run.trainer.step, "epoch": run.epoch, "reason": reason,
-              **validate(run.raw_model, run.data, run.run_config, run.config, run.device,
-                         run.trainer.precision, run.options.bleu_sentences)}
-    run.evals.append(result)
-    _log(run, f"step {run.trainer.step} ({reason}): val loss {result['val_loss']:.4f}, "
-              f"ppl {result['val_ppl']:.2f}, "
-              f"greedy BLEU {result.get('bleu', float('nan')):.2f}")
-    if run.options.on_eval is not None:
-        run.options.on_eval(result)
-
-
-def _write_record(run: Session, result: TrainingResult, status: dict[str, Any]) -> Path:
-    """The JSON record of this session in ``results_dir`` (Section 6's numbers, with what
-    produced them); ``status`` says how it ended (``"finished"``, or ``"diverged"`` with
-    where and why)."""
-    d, t = run.run_config.data, run.run_config.train
-    return write_record(run.options.results_dir, "train", run.options.name, {
-        "kind": "train",
-        "name": run.options.name,
-        **status,
-        "command": command_line(run.options.command),
-        "git": git_commit(),
-        "hardware": hardware_info(run.device, run.info.world_size),
-        "config": run.run_config.to_dict(),
-        "model_config": run.config.to_dict(),
-        "num_parameters": run.num_parameters,
-        "precision": run.trainer.precision,
-        "world_size": run.info.world_size,
-        "global_batch_tokens_per_side": d.max_tokens * run.info.world_size * t.accumulation,
-        "data": run.data.stats,
-        "out_dir": str(run.out_dir.resolve()),
-        "resumed_from": str(run.resumed_from) if run.resumed_from else None,
-        "steps": result.step,
-        "session_steps": run.session_steps,
-        "session_start_step": run.session_start,
-        "epoch": result.epoch,
-        "stop_reason": result.stop_reason,
-        "wall_seconds": result.wall_seconds,
-        "train_seconds": result.train_seconds,
-        "step_seconds": result.step_seconds,
-        "tokens_per_second": result.tokens_per_second,
-        "seconds_per_step": result.seconds_per_step,
-        "loss_curve": run.losses,
-        "evals": run.evals,
-        "final_checkpoint": str(result.final_checkpoint) if result.final_checkpoint else None,
-    })
-
-
-def _micro_batches(chunks: list[list[list[int]]]) -> int:
-    return sum(len(c) for c in chunks)
-
-
-def _offsets(chunks: list[list[list[int]]]) -> Iterator[tuple[int, list[list[int]]]]:
-    """``(micro-batches before it, chunk)`` for each step's chunk of the epoch."""
-    seen = 0
-    for chunk in chunks:
-        yield seen, chunk
-        seen += len(chunk)

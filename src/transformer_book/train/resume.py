@@ -2,9 +2,9 @@
 continue from them).
 
 A checkpoint written by :mod:`transformer_book.train.loop` holds the weights, Adam's
-moments, the schedule, the step, the epoch, the position inside the epoch's batch order,
-the loss curve, the evaluations and every RNG state. :func:`restore_run` loads all of it
-after :func:`check_compatible` has made sure the run may continue from it, so on a CPU an
+moments, the schedule, the step, the epoch and the steps taken in it, the loss curve, the
+evaluations and every RNG state. :func:`restore_run` loads all of it after
+:func:`check_resumable` has made sure the run may continue from it, so on a CPU an
 interrupted and resumed run computes the same losses as an uninterrupted one. Only the
 bookkeeping settings may change on the way (:data:`BOOKKEEPING`); anything that changes
 how the weights are updated is refused with :class:`ConfigMismatchError`.
@@ -20,7 +20,7 @@ import torch
 from torch import nn
 
 from transformer_book.nn.config import LEGACY_LAYOUT, TransformerConfig
-from transformer_book.run.checkpoint import load_checkpoint
+from transformer_book.run.checkpoint import load_checkpoint, read_metadata
 from transformer_book.run.config import RunConfig, with_data_defaults
 from transformer_book.util.rng import restore_rng_state
 from transformer_book.util.validation import BookError, require
@@ -42,17 +42,28 @@ class ConfigMismatchError(BookError):
 
 @dataclass
 class RunState:
-    """Where a run stands: optimizer ``step``, ``epoch``, ``position`` (micro-batches of the
-    epoch already used), the ``losses`` and ``evals`` so far, the training seconds of the
-    earlier sessions and the checkpoint it was restored from (``None``: a fresh run)."""
+    """Where a run stands between two optimizer steps, as its checkpoints record it (in
+    ``extra``): the ``epoch``, the optimizer steps already taken in it
+    (``steps_into_epoch``: the next step takes the epoch's batch of that index), the
+    ``losses`` and ``evals`` so far and the training seconds of the earlier sessions."""
 
-    step: int = 0
     epoch: int = 0
-    position: int = 0
+    steps_into_epoch: int = 0
     losses: list[dict[str, Any]] = field(default_factory=list)
     evals: list[dict[str, Any]] = field(default_factory=list)
     train_seconds: float = 0.0
-    resumed_from: Path | None = None
+
+    @classmethod
+    def from_extra(cls, extra: dict[str, Any], accumulation: int) -> RunState:
+        """The state a checkpoint's ``extra`` records. Checkpoints written before
+        ``steps_into_epoch`` counted the epoch's micro-batches (``position``): all of its
+        steps but the last take ``accumulation`` of them."""
+        steps = extra.get("steps_into_epoch")
+        if steps is None:
+            steps = -(-extra["position"] // accumulation)  # ceil: the last step may be short
+        return cls(epoch=extra["epoch"], steps_into_epoch=steps,
+                   losses=list(extra["losses"]), evals=list(extra["evals"]),
+                   train_seconds=float(extra.get("train_seconds", 0.0)))
 
 
 def check_compatible(meta: dict[str, Any], run_config: RunConfig, config: TransformerConfig,
@@ -103,13 +114,14 @@ def check_resumable(checkpoint: Path, run_config: RunConfig, world_size: int,
                     precision: str | None = None) -> dict[str, Any]:
     """Check that the run may continue from ``checkpoint`` before anything is prepared.
 
-    Reads the checkpoint's metadata (every file's sha256 verified) and runs
+    Reads the checkpoint's ``checkpoint.json`` (checked against its own hash; the files it
+    lists are verified once, when :func:`restore_run` loads them) and runs
     :func:`check_compatible` with the model config this run would build for the saved
     vocabulary size (the same vocabulary, since ``[data]`` must be unchanged), so a
     refused resume has not yet retrained the run folder's tokenizer. Returns the metadata.
     """
-    meta = load_checkpoint(checkpoint)
-    vocab_size = _table(_table(meta.get("config")).get("model")).get("vocab_size")
+    meta = {**read_metadata(checkpoint), "directory": str(checkpoint)}
+    vocab_size: Any = _table(_table(meta.get("config")).get("model")).get("vocab_size")
     require(isinstance(vocab_size, int) and not isinstance(vocab_size, bool) and vocab_size > 0,
             f"{checkpoint}/checkpoint.json config.model.vocab_size", "a positive integer",
             repr(vocab_size))
@@ -123,20 +135,23 @@ def _table(value: Any) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
-def restore_run(checkpoint: Path, model: nn.Module, optimizer: torch.optim.Optimizer,
-                scheduler: Any, scaler: torch.amp.GradScaler | None, run_config: RunConfig,
-                config: TransformerConfig, world_size: int, device: torch.device,
-                precision: str | None = None) -> RunState:
+def restore_run(checkpoint: Path, checked: dict[str, Any], model: nn.Module,
+                optimizer: torch.optim.Optimizer, scheduler: Any,
+                scaler: torch.amp.GradScaler | None, device: torch.device,
+                accumulation: int) -> tuple[int, RunState]:
     """Load ``checkpoint`` into the model, optimizer, schedule, gradient scaler and RNGs and
-    return where the run stands. Raises :class:`ConfigMismatchError` (via
-    :func:`check_compatible`) for a checkpoint of another configuration or process count,
-    and a :class:`BookError` for corrupted files."""
-    saved = load_checkpoint(checkpoint)  # metadata only, files verified
-    check_compatible(saved, run_config, config, world_size, precision)
-    extra = saved.get("extra", {})
+    return its step and where the run stands. ``checked`` is its metadata as
+    :func:`check_resumable` accepted it: a ``checkpoint.json`` changed since is refused
+    (:class:`ConfigMismatchError`), and corrupted files are a :class:`BookError`. Every
+    file is read and hashed once, here."""
     meta = load_checkpoint(checkpoint, model, optimizer, scheduler, map_location=device)
+    if {**meta, "directory": None, "rng_state": None} != {**checked, "directory": None,
+                                                           "rng_state": None}:
+        raise ConfigMismatchError(f"resume: expected {checkpoint}/checkpoint.json as checked "
+                                  "before the data were prepared, received another one (the "
+                                  "checkpoint changed while the run started)")
+    extra = meta["extra"]
     if scaler is not None and extra.get("scaler"):
         scaler.load_state_dict(extra["scaler"])
     restore_rng_state(meta["rng_state"])
-    return RunState(meta["step"], extra["epoch"], extra["position"], list(extra["losses"]),
-                    list(extra["evals"]), float(extra.get("train_seconds", 0.0)), checkpoint)
+    return meta["step"], RunState.from_extra(extra, accumulation)

@@ -1,17 +1,16 @@
 """A training session: what :func:`transformer_book.train.loop.train` sets up and carries.
 
 :func:`open_session` builds the data (Section 5.1), the model (Section 3), Adam and eq. 3's
-schedule (Section 5.3) and the token-budget sampler, and restores them from the newest
-checkpoint of the run folder if there is one (exactly: weights, moments, RNG states, data
-position; Section 6.1 writes checkpoints regularly). :func:`save_session` writes such a
-checkpoint. The :class:`Session` holds all of it and where the session stands, so that the
-loop's steps are plain functions of one object instead of closures.
+schedule (Section 5.3), and restores them from the newest checkpoint of the run folder if
+there is one (exactly: weights, moments, RNG states and where the run stands; Section 6.1
+writes checkpoints regularly). The :class:`Session`
+holds all of it, and :meth:`Session.save` writes such a checkpoint.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -38,7 +37,7 @@ from transformer_book.util.rng import capture_rng_state
 from transformer_book.util.timing import Stopwatch
 from transformer_book.util.validation import fail, require_bool, require_int, require_positive_int
 
-__all__ = ["Session", "TrainOptions", "make_sampler", "open_session", "save_session"]
+__all__ = ["Session", "TrainOptions", "make_sampler", "open_session"]
 
 
 @dataclass(frozen=True)
@@ -63,10 +62,13 @@ class TrainOptions:
             require_positive_int(self.val_sentences, "val_sentences")
 
 
-@dataclass
+@dataclass(frozen=True)
 class Session:
-    """One training session: what is fixed for it, then where it stands (``trainer.step``
-    is the optimizer step; ``position`` counts the epoch's micro-batches already used)."""
+    """One training session, fixed once opened: the run, where it writes, the data, the
+    model and its :class:`Trainer` (``trainer.step``: the optimizer step), the session's
+    stopwatch, the step it started at and the checkpoint it resumed from (``None``: a fresh
+    run). ``state`` is where the run stands (epoch, steps into it, losses, evaluations),
+    changed by the loop step by step and saved by :meth:`save`."""
 
     run_config: RunConfig
     out_dir: Path
@@ -74,30 +76,50 @@ class Session:
     info: DistInfo
     device: torch.device
     data: PreparedData
-    config: TransformerConfig
-    raw_model: nn.Module
+    raw_model: Transformer
     trainer: Trainer
-    sampler: TokenBudgetSampler
     watch: Stopwatch  # this session's wall time
-    epoch: int
-    position: int
-    losses: list[dict[str, Any]]
-    evals: list[dict[str, Any]]
-    previous_seconds: float  # train_seconds of the earlier sessions
+    state: RunState
+    start_step: int
     resumed_from: Path | None
-    chunks: list[list[list[int]]] = field(default_factory=list)
-    bar: Any = None
-    session_start: int = 0
-    session_steps: int = 0
-    session_tokens: int = 0
-    step_seconds: float = 0.0
-    last_checkpoint: Path | None = None
-    last_eval_step: int | None = None
-    stop_reason: str = "max_steps"
+
+    @property
+    def config(self) -> TransformerConfig:
+        return self.raw_model.config
 
     @property
     def num_parameters(self) -> int:
         return sum(p.numel() for p in self.raw_model.parameters())
+
+    @property
+    def train_seconds(self) -> float:
+        """The run's training time: the earlier sessions' and this one's."""
+        return self.state.train_seconds + self.watch.seconds
+
+    def save(self) -> Path | None:
+        """Everything an exact resume needs (rank 0 writes it); then only the ``keep_last``
+        newest checkpoints and the ``keep_best`` of lowest validation loss are kept. Weights
+        that are not all finite are never saved: every process raises
+        :class:`NonFiniteLossError` instead (one read of the device per checkpoint)."""
+        trainer, state = self.trainer, self.state
+        _require_finite_weights(self.raw_model, trainer.step)
+        if not self.info.is_main:
+            return None
+        path = save_checkpoint(
+            self.out_dir / checkpoint_name(trainer.step), self.raw_model,
+            config={"model": self.config.to_dict(), "run": self.run_config.to_dict()},
+            step=trainer.step, tokenizer_path=self.data.tokenizer_path,
+            optimizer=trainer.optimizer, scheduler=trainer.scheduler,
+            rng_state=capture_rng_state(),
+            extra={"epoch": state.epoch, "steps_into_epoch": state.steps_into_epoch,
+                   "losses": state.losses, "evals": state.evals,
+                   "train_seconds": self.train_seconds, "world_size": self.info.world_size,
+                   "precision": trainer.precision,
+                   "scaler": trainer.scaler.state_dict() if trainer.scaler else None})
+        t = self.run_config.train
+        prune_checkpoints(self.out_dir, t.keep_last, keep_best=t.keep_best,
+                          val_loss={e["step"]: e["val_loss"] for e in state.evals})
+        return path
 
 
 def make_sampler(data: PreparedData, run_config: RunConfig, info: DistInfo
@@ -112,8 +134,8 @@ def make_sampler(data: PreparedData, run_config: RunConfig, info: DistInfo
 
 def open_session(run_config: RunConfig, out_dir: Path, options: TrainOptions, info: DistInfo,
                  device: torch.device, watch: Stopwatch) -> Session:
-    """Data, model, optimizer, schedule and sampler, restored from the newest checkpoint
-    of ``out_dir`` if there is one (exactly: weights, moments, RNGs, data position)."""
+    """Data, model, optimizer and schedule, restored from the newest checkpoint of
+    ``out_dir`` if there is one (exactly: weights, moments, RNGs, where the run stands)."""
     t, d = run_config.train, run_config.data
     existing = list_checkpoints(out_dir)
     if existing and not options.resume:
@@ -125,59 +147,35 @@ def open_session(run_config: RunConfig, out_dir: Path, options: TrainOptions, in
         raise fail("[data] bpe_dropout", "0 when training with several processes (each "
                    "would segment the corpus differently, and their batches would not match)",
                    f"{d.bpe_dropout} with {info.world_size} processes")
-    if existing:  # refused before the data (and the folder's tokenizer) are touched
-        check_resumable(existing[-1], run_config, info.world_size, precision)
+    resumed_from = existing[-1] if existing else None
+    if resumed_from is not None:  # refused before the data (and the folder's tokenizer)
+        checked = check_resumable(resumed_from, run_config, info.world_size, precision)
     data = prepare_data(run_config, out_dir, is_main=info.is_main, barrier=info.barrier,
                         val_sentences=options.val_sentences)
-    config = run_config.model_config(data.tokenizer.vocab_size)
     set_seed(t.seed)
-    raw_model = Transformer(config).to(device)
-    optimizer, scheduler = make_optimizer(raw_model, config.d_model, t.warmup_steps, t.lr_factor)
+    raw_model = Transformer(run_config.model_config(data.tokenizer.vocab_size)).to(device)
+    optimizer, scheduler = make_optimizer(raw_model, raw_model.config.d_model, t.warmup_steps,
+                                          t.lr_factor)
     scaler = make_scaler(precision, device)
-    sampler = make_sampler(data, run_config, info)
-    state = (restore_run(existing[-1], raw_model, optimizer, scheduler, scaler, run_config,
-                         config, info.world_size, device, precision) if existing
-             else RunState())
+    step, state = 0, RunState()
+    if resumed_from is not None:
+        step, state = restore_run(resumed_from, checked, raw_model, optimizer, scheduler,
+                                  scaler, device, t.accumulation)
     if info.enabled:  # different dropout masks per process; same weights (DDP broadcasts)
-        torch.manual_seed(t.seed * 1_000_003 + info.rank * 7_919 + state.step)
+        torch.manual_seed(t.seed * 1_000_003 + info.rank * 7_919 + step)
     model: nn.Module = raw_model
     if info.enabled:
         model = nn.parallel.DistributedDataParallel(
             raw_model, device_ids=[device.index] if device.type == "cuda" else None)
     model.train()
     last = state.losses[-1] if state.losses else None
-    trainer = Trainer(model, optimizer, scheduler, config.label_smoothing, precision,
-                      t.clip_norm, scaler, info, step=state.step,
+    trainer = Trainer(model=model, optimizer=optimizer, scheduler=scheduler,
+                      label_smoothing=raw_model.config.label_smoothing, precision=precision,
+                      clip_norm=t.clip_norm, scaler=scaler, info=info, step=step,
                       last_finite=(last["step"], last["loss"]) if last else None)
-    return Session(run_config, out_dir, options, info, device, data, config, raw_model,
-                   trainer, sampler, watch, state.epoch, state.position, state.losses,
-                   state.evals, state.train_seconds, state.resumed_from,
-                   session_start=state.step, last_checkpoint=state.resumed_from,
-                   last_eval_step=state.evals[-1]["step"] if state.evals else None)
-
-
-def save_session(run: Session) -> Path | None:
-    """Everything an exact resume needs (rank 0 writes it); then only the ``keep_last``
-    newest checkpoints and the ``keep_best`` of lowest validation loss are kept. Weights that
-    are not all finite are never saved: every process raises
-    :class:`NonFiniteLossError` instead (one read of the device per checkpoint)."""
-    trainer = run.trainer
-    _require_finite_weights(run.raw_model, trainer.step)
-    if not run.info.is_main:
-        return None
-    path = save_checkpoint(
-        run.out_dir / checkpoint_name(trainer.step), run.raw_model,
-        config={"model": run.config.to_dict(), "run": run.run_config.to_dict()},
-        step=trainer.step, tokenizer_path=run.data.tokenizer_path, optimizer=trainer.optimizer,
-        scheduler=trainer.scheduler, rng_state=capture_rng_state(),
-        extra={"epoch": run.epoch, "position": run.position, "losses": run.losses,
-               "evals": run.evals, "train_seconds": run.previous_seconds + run.watch.seconds,
-               "world_size": run.info.world_size, "precision": trainer.precision,
-               "scaler": trainer.scaler.state_dict() if trainer.scaler is not None else None})
-    t = run.run_config.train
-    prune_checkpoints(run.out_dir, t.keep_last, keep_best=t.keep_best,
-                      val_loss={e["step"]: e["val_loss"] for e in run.evals})
-    return path
+    return Session(run_config=run_config, out_dir=out_dir, options=options, info=info,
+                   device=device, data=data, raw_model=raw_model, trainer=trainer,
+                   watch=watch, state=state, start_step=step, resumed_from=resumed_from)
 
 
 def _require_finite_weights(model: nn.Module, step: int) -> None:

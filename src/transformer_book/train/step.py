@@ -25,14 +25,16 @@ from transformer_book.data.tokenizer import PAD_ID
 from transformer_book.train.corpus import StepBatch
 from transformer_book.train.objective import label_smoothed_cross_entropy
 from transformer_book.train.runtime import DistInfo, all_reduce, autocast, optimizer_step
-from transformer_book.util.validation import BookError
 
 __all__ = ["NonFiniteLossError", "StepResult", "Trainer", "train_step"]
 
 
-class NonFiniteLossError(BookError):
+class NonFiniteLossError(RuntimeError):
     """The training loss (or the weights) became NaN or infinite; the message says where and
-    what to try. ``step`` is the optimizer step that broke (``None`` when unknown)."""
+    what to try. ``step`` is the optimizer step that broke (``None`` when unknown).
+
+    Not a :class:`~transformer_book.util.validation.BookError`: nothing the caller passed
+    was wrong, the run diverged (the CLI exits with status 1, not 2)."""
 
     def __init__(self, message: str, step: int | None = None) -> None:
         super().__init__(message)
@@ -108,7 +110,7 @@ def train_step(trainer: Trainer, batch: StepBatch) -> StepResult:
     _update(trainer)
     trainer.step += 1
     trainer.last_finite = (trainer.step, value)
-    return StepResult(trainer.step, value, lr, tokens)
+    return StepResult(step=trainer.step, loss=value, lr=lr, tokens=tokens)
 
 
 def _global_counts(trainer: Trainer, batch: StepBatch) -> tuple[torch.Tensor | None, Any]:
@@ -132,8 +134,10 @@ def _accumulate_gradients(trainer: Trainer, batch: StepBatch, scale: Any) -> tor
     device = batch.micro[0][0].device
     loss_sum = torch.zeros((), device=device)
     for j, (src, tgt_in, tgt_out) in enumerate(batch.micro):
-        sync = contextlib.nullcontext()
+        sync: contextlib.AbstractContextManager[Any] = contextlib.nullcontext()
         if info.enabled and j < len(batch.micro) - 1:
+            assert isinstance(model, nn.parallel.DistributedDataParallel), \
+                "several processes train the DistributedDataParallel wrapper"
             sync = model.no_sync()  # accumulate locally; all-reduce on the last one
         with sync:
             with autocast(trainer.precision, device):
