@@ -171,7 +171,7 @@ EVALS = [{"step": 10, "val_loss": 5.0, "bleu": 1.0}, {"step": 20, "val_loss": 3.
 
 def _save_run(folder, steps, evals=None):
     """Checkpoints of one tiny model at ``steps``; the newest records ``evals`` (as
-    ``save_session`` does: every evaluation so far)."""
+    ``Session.save`` does: every evaluation so far)."""
     tokenizer = BPETokenizer.train(REFERENCES * 3, vocab_size=300, min_frequency=1)
     tokenizer.save(folder / "tokenizer.json")
     run = RunConfig.from_dict({"model": {"preset": "tiny", "max_len": 40}})
