@@ -25,8 +25,9 @@ reserve for each run's start-up and evaluations (first guessed, then the longest
 split evenly among the configs still to train; a config the budget cannot fit is reported
 and skipped, and the test evaluation of the chosen run always happens.
 
-Every step runs the ``transformer-book`` command line, so each training run and each
-evaluation writes its own JSON record into ``--results``, exactly as a user's run does;
+Each training run is a ``transformer-book train`` child process; each evaluation runs in
+this process (:func:`transformer_book.inference.evaluate`) while no child runs. Each writes
+its own JSON record into ``--results``, exactly as a user's ``train`` and ``evaluate`` do;
 chapter 11's quality ladder reads them from there. ``--bundle DIR`` also writes
 ``summary.json`` (the budget, the runs, the choice, the test score, the checks) and
 ``gpu_run.tar.gz`` (the records under ``results/``, the logs under ``logs/``) into DIR, to
@@ -54,12 +55,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "src"))  # this checkout's package, as the children's PYTHONPATH
+
+import torch  # noqa: E402 (after the path: a copy of the tree need not be installed)
+
+from transformer_book.inference.evaluate import evaluate, write_evaluation  # noqa: E402
+from transformer_book.inference.trained import load_trained  # noqa: E402
+from transformer_book.util.validation import BookError  # noqa: E402
+
 # As paths from the current folder, which the children share: relative from the repository root.
 CONFIGS = [os.path.relpath(p) for p in sorted((ROOT / "configs").glob("gpu-*.toml"))]
 TARGET_BLEU, FLOOR_BLEU = 42.0, 40.0
 # First guesses of the time beyond training, on an H100/H200-class GPU; then the longest seen.
 STARTUP_SECONDS = 20.0  # a train run beyond --max-minutes: imports, CUDA, last eval, checkpoint
-EVALUATE_SECONDS = 25.0  # an evaluate run: 5 checkpoints averaged, beam 4 over 1,014 sentences
+EVALUATE_SECONDS = 25.0  # an evaluation: 5 checkpoints averaged, beam 4 over 1,014 sentences
 MIN_TRAIN_SECONDS = 20.0  # less than this is not worth a run
 CHECK_SECONDS = 600.0  # the CUDA tests or the MFU benchmark are killed after this
 
@@ -221,27 +230,32 @@ def train_one(config: str, seconds: float, args: argparse.Namespace, env: dict[s
 
 
 def evaluate_one(name: str, run: dict, split: str, args: argparse.Namespace,
-                 env: dict[str, str], budget: Budget) -> dict | None:
-    """``transformer-book evaluate`` of one run with Section 6.1's protocol (beam 4, α = 0.6,
-    the average of its last ``--average`` checkpoints); its record, or ``None`` (the failure
-    is noted in ``run`` as ``error``)."""
+                 budget: Budget) -> dict | None:
+    """One run scored with Section 6.1's protocol (beam 4, α = 0.6, the average of its last
+    ``--average`` checkpoints), in this process (:func:`transformer_book.inference.evaluate`),
+    while no child runs: its ``evaluate`` record, written into ``--results`` as
+    ``transformer-book evaluate`` writes it, with its ``path``; or ``None`` (the failure is
+    noted in ``run`` as ``error``). What it prints goes to ``<runs>/<name>-<split>.log`` too."""
     average = min(args.average, len(list(Path(run["out"]).glob("step_*"))))
-    command = _cli("evaluate", "--checkpoint", run["out"], "--split", split, "--beam", "4",
-                   "--alpha", "0.6", "--average", str(average), "--results",
-                   str(args.results), "--device", args.device)
-    if args.limit is not None:
-        command += ["--limit", str(args.limit)]
     log = args.runs / f"{name}-{split}.log"
     started = time.perf_counter()
     try:
-        record = _finish(_start(command, log, env), log, max(300.0,
-                                                             4 * budget.evaluate_seconds()))
-    except RuntimeError as error:
-        run["error"] = f"evaluate on {split} {error}"
-        print(f"evaluate {name} on {split}: {error}", flush=True)
+        trained = load_trained(run["out"], device=args.device, average=average)
+        evaluation = evaluate(trained, split=split, limit=args.limit, beam_size=4, alpha=0.6)
+        path = write_evaluation(args.results, evaluation, trained, args.command,
+                                time.perf_counter() - started)
+    except (BookError, RuntimeError, OSError) as error:  # a bad run, CUDA out of memory
+        run["error"] = f"evaluate on {split} failed: {error}"
+        log.write_text(f"{run['error']}\n")
+        print(f"evaluate {name} on {split}: {run['error']}", flush=True)
         return None
+    finally:
+        trained = None  # the GPU's memory goes back before the next child trains
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()
+    log.write_text(f"{evaluation}\nrecord: {path}\n")
     budget.evaluate.append(time.perf_counter() - started)
-    return record
+    return {**json.loads(path.read_text()), "path": str(path)}
 
 
 def train_and_validate(args: argparse.Namespace, env: dict[str, str],
@@ -259,7 +273,7 @@ def train_and_validate(args: argparse.Namespace, env: dict[str, str],
         runs[name] = run = train_one(config, seconds, args, env, budget)
         if "error" in run:
             continue
-        val = evaluate_one(name, run, "val", args, env, budget)
+        val = evaluate_one(name, run, "val", args, budget)
         if val is not None:
             run.update(val_bleu=val["bleu"], val_record=val["path"])
             print(f"val {name}: BLEU {val['bleu']:.2f}, average of {val['averaged']} "
@@ -312,17 +326,15 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--runs", type=Path, default=ROOT / "runs")
     parser.add_argument("--bundle", type=Path, default=None, help="also write summary here")
     args = parser.parse_args(argv)
+    args.command = ["python", "scripts/gpu_run.py", *(sys.argv[1:] if argv is None else argv)]
     names = [Path(config).stem for config in args.configs]
     if len(set(names)) != len(names):
         parser.error(f"--configs: expected configs with distinct names, received {names}")
     if not args.minutes > 0:
         parser.error(f"--minutes: expected a positive number, received {args.minutes}")
-    if args.device.startswith("cuda"):
-        import torch
-
-        if not torch.cuda.is_available():
-            parser.error("--device cuda: no CUDA GPU is visible (use --device cpu to check "
-                         "the pipeline)")
+    if args.device.startswith("cuda") and not torch.cuda.is_available():
+        parser.error("--device cuda: no CUDA GPU is visible (use --device cpu to check "
+                     "the pipeline)")
     return args
 
 
@@ -353,7 +365,7 @@ def main(argv: list[str] | None = None) -> int:
     chosen = max(scored, key=lambda name: scored[name]["val_bleu"]) if scored else None
     test = None
     if chosen is not None:
-        test = evaluate_one(chosen, runs[chosen], "test_2016_flickr", args, env, budget)
+        test = evaluate_one(chosen, runs[chosen], "test_2016_flickr", args, budget)
     summary = {**_summary(runs, chosen, test), **checks, "budget_minutes": args.minutes,
                "wall_minutes": (time.perf_counter() - started) / 60}
     if test is not None:

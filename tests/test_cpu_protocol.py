@@ -14,6 +14,9 @@ from pathlib import Path
 
 import pytest
 
+from tests.test_cli import run  # noqa: F401 (the fixture: a tiny trained run)
+from transformer_book.inference import evaluate, load_trained
+
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -29,15 +32,15 @@ def protocol(monkeypatch, tmp_path):
                         lambda split: [("de", r) for r in refs[split]])
     calls = []
 
-    def score(run, split, rule, results):
-        calls.append((run, split, (rule["select"], rule["average"])))
-        bleu = BLEU[(Path(run).name, (rule["select"], rule["average"]), split)]
+    def score(folder, split, rule, results):
+        calls.append((folder, split, (rule["select"], rule["average"])))
+        bleu = BLEU[(Path(folder).name, (rule["select"], rule["average"]), split)]
         lines = refs[split] if bleu > 50 else ["a man ."] * len(refs[split])
-        steps = [100 * len(run) + (rule["average"] or 0) + len(rule["select"])]  # one each
+        steps = [100 * len(folder) + (rule["average"] or 0) + len(rule["select"])]  # one each
         return {"bleu": bleu, "chrf": bleu + 10, "ter": 50.0, "signature": "sig",
                 "chrf_signature": "csig", "ter_signature": "tsig", "bleu_95": (bleu - 1, bleu + 1),
                 "chrf_95": (bleu + 9, bleu + 11), "hypotheses": lines,
-                "selection": {"averaged_steps": steps, "run": Path(run).name}}
+                "selection": {"averaged_steps": steps, "run": Path(folder).name}}
 
     monkeypatch.setattr(module, "score", score)
     return module, calls, tmp_path / "results"
@@ -101,3 +104,29 @@ def test_the_earlier_test_score_is_found_by_its_checkpoints(protocol, monkeypatc
     assert record["chosen"] == "old: last-5" and record["test"] is None
     assert record["test_already_scored"]["bleu"] == 60.0
     assert json.loads(json.dumps(record["runs"])) == ["runs/new", "runs/old"]
+
+
+@pytest.mark.slow
+def test_score_evaluates_in_process_and_writes_the_evaluate_record(run, tmp_path):  # noqa: F811
+    """The real ``score``: ``inference.evaluate`` in this process (no command line), its
+    record the one ``transformer-book evaluate`` writes."""
+    spec = importlib.util.spec_from_file_location(
+        "cpu_protocol_real", REPO_ROOT / "scripts" / "cpu_protocol.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    results = tmp_path / "results"
+    found = module.score(str(run / "run"), "val", {"select": "last", "average": 2},
+                         str(results))
+    trained = load_trained(run / "run", average=2)
+    expected = evaluate(trained, split="val", beam_size=4, alpha=0.6)
+    assert found["hypotheses"] == expected.hypotheses
+    assert (found["bleu"], found["chrf"], found["ter"]) == (
+        expected.scores.bleu, expected.scores.chrf, expected.scores.ter)
+    assert found["bleu_95"] == expected.bleu_interval
+    assert found["chrf_95"] == expected.chrf_interval
+    assert found["selection"] == trained.selection
+    (path,) = results.glob("evaluate-run-val-*.json")
+    record = json.loads(path.read_text())
+    assert record["kind"] == "evaluate" and record["bleu"] == found["bleu"]
+    assert record["decoding"]["beam_size"] == 4 and record["averaged"] == 2
+    assert record["num_hypotheses"] == len(expected.hypotheses)

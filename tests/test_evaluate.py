@@ -1,14 +1,29 @@
 """Evaluating a run: corpus BLEU, chrF++ and TER (the same numbers and signatures as
-sacreBLEU itself), the checkpoints whose average is evaluated (Section 6.1) and how the
-checkpoint is chosen on validation (``select``)."""
+sacreBLEU itself), the checkpoints whose average is evaluated (Section 6.1), how the
+checkpoint is chosen on validation (``select``), and ``inference.evaluate``, the one
+evaluation every caller makes (its scores, interval, texts and decoding)."""
 
 from __future__ import annotations
 
+import importlib
+
 import pytest
+import sacrebleu
 import torch
 from sacrebleu.metrics import BLEU, CHRF, TER
 
+from transformer_book.data.multi30k import load_multi30k
 from transformer_book.data.tokenizer import BPETokenizer
+from transformer_book.inference import (
+    BOOTSTRAP_RESAMPLES,
+    BOOTSTRAP_SEED,
+    Decoding,
+    Evaluation,
+    bootstrap_interval,
+    evaluate,
+    evaluation_record,
+    translate,
+)
 from transformer_book.inference.averaging import average_checkpoints
 from transformer_book.inference.scoring import CorpusScores, score_corpus
 from transformer_book.inference.trained import load_trained
@@ -16,6 +31,8 @@ from transformer_book.nn.config import TransformerConfig
 from transformer_book.nn.transformer import Transformer
 from transformer_book.run.checkpoint import checkpoint_name, save_checkpoint
 from transformer_book.run.config import RunConfig
+from transformer_book.train.corpus import PreparedData
+from transformer_book.train.validate import greedy_bleu
 from transformer_book.util.validation import BookError
 
 HYPOTHESES = [
@@ -245,3 +262,136 @@ def test_select_needs_a_run_folder_with_evaluations(run_dir, evaluated_run, tmp_
         load_trained(evaluated_run, select="best")
     with pytest.raises(BookError, match=r"average: expected at most the 5 kept checkpoints"):
         load_trained(evaluated_run, select="best-val", average=6)
+
+
+# ------------------------------------------------------------------ one evaluation
+
+
+SOURCES = ["Ein Mann mit einem orangefarbenen Hut.", "Ein Boston Terrier läuft.",
+           "Ein Mädchen im Karateanzug.", "Fünf Leute in Winterjacken."]
+
+
+@pytest.fixture
+def fixed_hypotheses(monkeypatch):
+    """The model's translations replaced by HYPOTHESES (an untrained model's outputs would
+    score 0 everywhere): the calls to translate are kept to be checked."""
+    module = importlib.import_module("transformer_book.inference.evaluate")
+    calls = []
+
+    def translate(trained, sentences, **settings):
+        calls.append((list(sentences), settings))
+        return list(HYPOTHESES[: len(sentences)])
+
+    monkeypatch.setattr(module, "translate", translate)
+    return calls
+
+
+def test_evaluate_scores_are_sacrebleus_own(run_dir, fixed_hypotheses):
+    trained = load_trained(run_dir)
+    result = evaluate(trained, SOURCES, REFERENCES, beam_size=2, alpha=0.8, resamples=200,
+                      seed=7)
+    assert isinstance(result, Evaluation) and isinstance(result.scores, CorpusScores)
+    assert result.hypotheses == HYPOTHESES and result.references == REFERENCES
+    assert result.sources == SOURCES and result.split is None and result.limit is None
+    bleu = sacrebleu.corpus_bleu(HYPOTHESES, [REFERENCES])
+    chrf = sacrebleu.corpus_chrf(HYPOTHESES, [REFERENCES], word_order=2)
+    ter = sacrebleu.corpus_ter(HYPOTHESES, [REFERENCES])
+    assert result.scores.bleu == bleu.score and result.scores.chrf == chrf.score
+    assert result.scores.ter == ter.score
+    for metric, score, signature in ((BLEU(), bleu, result.scores.bleu_signature),
+                                     (CHRF(word_order=2), chrf, result.scores.chrf_signature),
+                                     (TER(), ter, result.scores.ter_signature)):
+        assert metric.corpus_score(HYPOTHESES, [REFERENCES]).score == score.score
+        assert signature == str(metric.get_signature())
+    assert result.bleu_interval == bootstrap_interval(HYPOTHESES, REFERENCES, "bleu", 200, 7)
+    assert result.chrf_interval == bootstrap_interval(HYPOTHESES, REFERENCES, "chrf", 200, 7)
+    assert (result.resamples, result.seed) == (200, 7)
+    low, high = result.bleu_interval
+    assert low <= result.scores.bleu <= high
+    dec = trained.run_config.decode
+    assert result.decoding == Decoding(method="beam search", beam_size=2, alpha=0.8,
+                                       max_len_a=dec.max_len_a, max_len_b=dec.max_len_b,
+                                       stop="exact")
+    (sentences, settings), = fixed_hypotheses
+    assert sentences == SOURCES
+    assert (settings["beam_size"], settings["alpha"], settings["stop"]) == (2, 0.8, "exact")
+    assert "BLEU 95% bootstrap" in str(result) and "\n" not in str(result)
+
+
+def test_evaluate_defaults_to_the_run_config_and_greedy_is_named(run_dir, fixed_hypotheses):
+    trained = load_trained(run_dir)
+    dec = trained.run_config.decode
+    result = evaluate(trained, SOURCES, REFERENCES, limit=3, resamples=None)
+    assert (result.decoding.beam_size, result.decoding.alpha) == (dec.beam_size, dec.alpha)
+    assert len(result.hypotheses) == len(result.references) == 3 and result.limit == 3
+    assert (result.bleu_interval, result.chrf_interval, result.resamples, result.seed) == (
+        None, None, None, None)
+    assert (BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED) == (1000, 12345)
+    greedy = evaluate(trained, SOURCES, REFERENCES, beam_size=1, other_metrics=False)
+    assert greedy.decoding.method == "greedy" and greedy.decoding.stop is None
+    assert greedy.scores.chrf is None and greedy.chrf_interval is None
+    assert greedy.bleu_interval is not None and greedy.resamples == BOOTSTRAP_RESAMPLES
+
+
+def test_evaluate_really_decodes_with_translate(run_dir):
+    """Without the stand-in: the hypotheses are translate's, and scored as they are."""
+    trained = load_trained(run_dir)
+    result = evaluate(trained, SOURCES[:2], REFERENCES[:2], beam_size=1, resamples=None)
+    assert result.hypotheses == translate(trained, SOURCES[:2], beam_size=1)
+    assert result.scores == score_corpus(result.hypotheses, REFERENCES[:2])
+
+
+def test_evaluate_reads_a_split_in_the_run_languages(run_dir, multi30k_dir, fixed_hypotheses):
+    trained = load_trained(run_dir)
+    trained.run_config.data.data_dir = str(multi30k_dir)
+    result = evaluate(trained, split="val", limit=4, resamples=None)
+    pairs = load_multi30k("val", "de", "en", multi30k_dir)[:4]
+    assert result.sources == [s for s, _ in pairs]
+    assert result.references == [t for _, t in pairs]
+    assert result.split == "val" and result.limit == 4
+    record = evaluation_record(result, trained, ["transformer-book", "evaluate"])
+    assert (record["split"], record["limit"], record["num_hypotheses"]) == ("val", 4, 4)
+    assert record["bleu"] == result.scores.bleu and record["bleu_95"] is None
+    assert record["command"] == "transformer-book evaluate"
+    assert record["examples"][0] == {"source": pairs[0][0], "reference": pairs[0][1],
+                                     "hypothesis": HYPOTHESES[0]}
+
+
+@pytest.mark.parametrize(("call", "match"), [
+    (lambda t: evaluate(t), r"sources: expected sources and references \(or a split\), "
+                            r"received no sources"),
+    (lambda t: evaluate(t, SOURCES), r"received no references"),
+    (lambda t: evaluate(t, SOURCES, REFERENCES[:3]),
+     r"references: expected 4 sentences \(one per source\), received 3"),
+    (lambda t: evaluate(t, SOURCES, REFERENCES, split="val"),
+     r"split: expected either a split or sources and references, not both"),
+    (lambda t: evaluate(t, split="test"), r"split: expected one of \["),
+    (lambda t: evaluate(t, SOURCES, REFERENCES, limit=0), r"limit: expected"),
+    (lambda t: evaluate(t, SOURCES, REFERENCES, resamples=50),
+     r"resamples: expected an integer >= 100, received 50"),
+    (lambda t: evaluate(t, SOURCES, REFERENCES, other_metrics=1),
+     r"other_metrics: expected True or False"),
+    (lambda t: evaluate(t, "Ein Satz.", ["A sentence."]),
+     r"sources: expected a list of strings, received str"),
+])
+def test_evaluate_refuses_bad_input_before_decoding(run_dir, fixed_hypotheses, call, match):
+    with pytest.raises(BookError, match=match):
+        call(load_trained(run_dir))
+    assert fixed_hypotheses == [], "nothing decoded"
+
+
+def test_training_greedy_bleu_is_evaluate_with_beam_one(run_dir):
+    """train.validate.greedy_bleu: the same hypotheses and BLEU as evaluate, greedy."""
+    trained = load_trained(run_dir)
+    tokenizer = trained.tokenizer
+    data = PreparedData(tokenizer=tokenizer, tokenizer_path=run_dir / "tokenizer.json",
+                        train_src=[], train_tgt=[],
+                        val_src=tokenizer.encode_batch(SOURCES),
+                        val_tgt=tokenizer.encode_batch(REFERENCES),
+                        val_references=REFERENCES, stats={})
+    greedy = greedy_bleu(trained.model, data, 3, run_config=trained.run_config, max_tokens=512)
+    expected = evaluate(trained, SOURCES[:3], REFERENCES[:3], beam_size=1,
+                        other_metrics=False, resamples=None)
+    assert greedy.sources == SOURCES[:3], "the val sources come back exactly from their ids"
+    assert greedy.hypotheses == expected.hypotheses and greedy.scores == expected.scores
+    assert greedy.decoding.method == "greedy" and greedy.scores.chrf is None

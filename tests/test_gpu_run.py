@@ -34,18 +34,30 @@ def gpu_run():
 
 @pytest.fixture
 def one_at_a_time(gpu_run, monkeypatch):
-    """Every child the script starts; starting one while another still runs fails."""
-    started = []
-    original = gpu_run._start
+    """Every child the script starts and every evaluation it makes in process, as
+    ``(kind, what, command)``; starting either while a child still runs fails."""
+    started, children = [], []
+    original_start, original_load = gpu_run._start, gpu_run.load_trained
+
+    def check(what):
+        running = [c for c, p in children if p.poll() is None]
+        assert not running, f"{what} started while {running[0][2:4]} still runs"
 
     def start(command, log, env):
-        running = [c for c, p in started if p.poll() is None]
-        assert not running, f"{command[2:4]} started while {running[0][2:4]} still runs"
-        process = original(command, log, env)
-        started.append((command, process))
+        check(command[2:4])
+        process = original_start(command, log, env)
+        children.append((command, process))
+        kind = command[3] if command[1:3] == ["-m", "transformer_book.cli"] else command[1]
+        started.append((kind, command[5] if kind == "train" else None, command))
         return process
 
+    def load_trained(checkpoint, **kwargs):
+        check(f"evaluate {checkpoint}")
+        started.append(("evaluate", str(checkpoint), None))
+        return original_load(checkpoint, **kwargs)
+
     monkeypatch.setattr(gpu_run, "_start", start)
+    monkeypatch.setattr(gpu_run, "load_trained", load_trained)
     return started
 
 
@@ -67,9 +79,10 @@ def test_trains_chooses_on_val_and_scores_the_choice_on_test(gpu_run, multi30k_d
     summary = json.loads((tmp_path / "out" / "summary.json").read_text())
     runs = summary["runs"]
     assert set(runs) == {"tiny-a", "tiny-b"}
-    # one after another: train a, val a, train b, val b, test of the chosen one
-    kinds = [(c[3], c[5]) for c, _ in one_at_a_time]
-    assert kinds == [("train", configs[0]), ("evaluate", str(tmp_path / "runs" / "tiny-a")),
+    # one after another: train a, val a, train b, val b, test of the chosen one; each
+    # training a child, each evaluation in this process while no child runs
+    steps = [(step, what) for step, what, _ in one_at_a_time]
+    assert steps == [("train", configs[0]), ("evaluate", str(tmp_path / "runs" / "tiny-a")),
                      ("train", configs[1]), ("evaluate", str(tmp_path / "runs" / "tiny-b")),
                      ("evaluate", str(tmp_path / "runs" / summary["chosen_on_val"]))]
     assert summary["budget_minutes"] == 7.0 and summary["wall_minutes"] < 7.0
@@ -193,7 +206,7 @@ def test_cuda_tests_and_mfu_run_first_and_are_bundled(gpu_run, multi30k_dir, tmp
                          "--modes eager", "--results", str(tmp_path / "results"),
                          "--runs", str(tmp_path / "runs"), "--bundle", str(tmp_path / "out")])
     assert code == 0
-    first = [c[1:5] for c, _ in one_at_a_time[:2]]
+    first = [c[1:5] for _, _, c in one_at_a_time[:2]]
     assert first[0][:3] == ["-m", "pytest", "-m"] and first[1][0].endswith("mfu.py")
     summary = json.loads((tmp_path / "out" / "summary.json").read_text())
     assert summary["cuda_tests"]["passed"] is True  # skipped on a CPU: nothing failed
