@@ -94,10 +94,11 @@ def test_unbalanced_markers_name_notebook_and_cell(source, message, tmp_path):
     notebook = nbformat.v4.new_notebook(
         cells=[nbformat.v4.new_markdown_cell("# t"), nbformat.v4.new_code_cell(source)]
     )
-    nbformat.write(notebook, tmp_path / "07_broken.ipynb")
+    (tmp_path / "src").mkdir()
+    nbformat.write(notebook, tmp_path / "src" / "07_broken.ipynb")
     with pytest.raises(MarkerError, match=rf"07_broken\.ipynb, cell 1: .*{message}"):
-        make_assignments(tmp_path, tmp_path / "out")
-    assert not (tmp_path / "out" / "07_broken.ipynb").exists()
+        make_assignments(tmp_path / "src", tmp_path / "out")
+    assert not (tmp_path / "out").exists()
 
 
 def test_solution_cells_removed_and_outputs_cleared():
@@ -117,7 +118,10 @@ def test_solution_cells_removed_and_outputs_cleared():
 
 def test_empty_source_folder_is_an_error(tmp_path):
     with pytest.raises(BookError, match=r"source_dir: expected a folder with \.ipynb files"):
-        make_assignments(tmp_path, tmp_path / "out")
+        make_assignments(tmp_path / "src", tmp_path / "out")
+    (tmp_path / "src").mkdir()
+    with pytest.raises(BookError, match=r"source_dir: expected a folder with \.ipynb files"):
+        make_assignments(tmp_path / "src", tmp_path / "out")
 
 
 def test_student_notebooks_are_readable_as_the_umask_allows(tmp_path):

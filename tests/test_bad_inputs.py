@@ -65,9 +65,10 @@ from transformer_book.data.toy import make_toy_task
 from transformer_book.data.vocabulary import WordVocabulary
 from transformer_book.inference.averaging import average_checkpoints
 from transformer_book.inference.beam import beam_search, score_hypothesis
+from transformer_book.inference.decoding import Beam, Sampling
 from transformer_book.inference.greedy import greedy_decode
 from transformer_book.inference.lengths import output_length_limits
-from transformer_book.inference.scoring import corpus_bleu
+from transformer_book.inference.scoring import score_corpus
 from transformer_book.inference.significance import bootstrap_interval, compare_systems
 from transformer_book.inference.trained import TrainedModel, load_trained, resolve_checkpoint
 from transformer_book.inference.translate import encode_sources, translate, translate_ids
@@ -643,6 +644,15 @@ def _translate_ids(sources: Any = ((5, 6, 7),), **kwargs: Any) -> Callable[[Simp
     return lambda env: translate_ids(env.model, sources, **{"max_len_b": 2, **kwargs})
 
 
+def _translate_beam(**settings: Any) -> Callable[[SimpleNamespace], Any]:
+    """translate_ids with Beam(**settings), made inside the call (it checks its settings)."""
+    return lambda env: translate_ids(env.model, [[5, 6, 7]], Beam(**settings), max_len_b=2)
+
+
+def _sampling(**settings: Any) -> Callable[[SimpleNamespace], Any]:
+    return lambda env: translate_ids(env.model, [[5, 6, 7]], Sampling(**settings), max_len_b=2)
+
+
 def _translate(sentences: Any = ("Ein Mann.",), **kwargs: Any
                ) -> Callable[[SimpleNamespace], Any]:
     return lambda env: translate(env.trained, sentences, **kwargs)
@@ -684,16 +694,28 @@ DECODING_CASES = [
     Case("output_length_limits / pad_id / '0'",
          lambda env: output_length_limits(env.src, "0", 1.0, 5, 32), "pad_id"),
     # translate_ids: lists of BPE ids
-    Case("translate_ids / beam_size / 0", _translate_ids(beam_size=0), "beam_size"),
-    Case("translate_ids / beam_size / wider than the vocabulary",
-         _translate_ids(beam_size=100_000), "beam_size"),
-    Case("translate_ids / alpha / inf", _translate_ids(beam_size=2, alpha=INF), "alpha"),
-    Case("translate_ids / alpha / -1 with greedy", _translate_ids(alpha=-1.0), "alpha"),
-    Case("translate_ids / alpha / '0.6'", _translate_ids(alpha="0.6"), "alpha"),
+    Case("translate_ids / strategy / 'beam'", _translate_ids(strategy="beam"), "strategy"),
+    Case("translate_ids / Beam beam_size / 0", _translate_beam(beam_size=0), "beam_size"),
+    Case("translate_ids / Beam beam_size / wider than the vocabulary",
+         _translate_beam(beam_size=100_000), "beam_size"),
+    Case("translate_ids / Beam alpha / inf", _translate_beam(beam_size=2, alpha=INF), "alpha"),
+    Case("translate_ids / Beam alpha / -1 with a beam of one",
+         _translate_beam(beam_size=1, alpha=-1.0), "alpha"),
+    Case("translate_ids / Beam alpha / '0.6'", _translate_beam(alpha="0.6"), "alpha"),
+    Case("translate_ids / Beam stop / 'never'", _translate_beam(beam_size=2, stop="never"),
+         "stop"),
+    Case("translate_ids / Sampling temperature / 0", _sampling(temperature=0), "temperature"),
+    Case("translate_ids / Sampling temperature / -1", _sampling(temperature=-1.0),
+         "temperature"),
+    Case("translate_ids / Sampling temperature / inf", _sampling(temperature=INF),
+         "temperature"),
+    Case("translate_ids / Sampling top_p / 0", _sampling(top_p=0.0), "top_p"),
+    Case("translate_ids / Sampling top_p / 1.5", _sampling(top_p=1.5), "top_p"),
+    Case("translate_ids / Sampling top_p / nan", _sampling(top_p=NAN), "top_p"),
+    Case("translate_ids / Sampling seed / -1", _sampling(seed=-1), "seed"),
     Case("translate_ids / max_len_a / inf", _translate_ids(max_len_a=INF), "max_len_a"),
     Case("translate_ids / max_len_b / -10", _translate_ids(max_len_b=-10), "max_len_b"),
     Case("translate_ids / max_tokens / 0", _translate_ids(max_tokens=0), "max_tokens"),
-    Case("translate_ids / stop / 'never'", _translate_ids(beam_size=2, stop="never"), "stop"),
     Case("translate_ids / sources / id 99999", _translate_ids([[5, 99999]]), "sources"),
     Case("translate_ids / sources / ['a']", _translate_ids([["a"]]), "sources"),
     Case("translate_ids / device / 'tpu'", _translate_ids(device="tpu"), "device"),
@@ -708,15 +730,20 @@ DECODING_CASES = [
     Case("translate / beam_size / -1", _translate(beam_size=-1), "beam_size"),
     Case("translate / max_tokens / 0", _translate(max_tokens=0), "max_tokens"),
     Case("translate / stop / 'soon'", _translate(beam_size=2, stop="soon"), "stop"),
+    Case("translate / strategy / 'nucleus'", _translate(strategy="nucleus"), "strategy"),
+    Case("translate / settings / beam_size for sampling",
+         _translate(strategy="sample", beam_size=2), "settings"),
+    Case("translate / temperature / 0", _translate(strategy="sample", temperature=0.0),
+         "temperature"),
     Case("encode_sources / sentences / a string",
          lambda env: encode_sources(env.tok, "Ein Mann.", 32), "sentences"),
     # BLEU
-    Case("corpus_bleu / references / 2 for 1 hypothesis",
-         lambda env: corpus_bleu(["a"], ["a", "b"]), "references"),
-    Case("corpus_bleu / hypotheses / [1]", lambda env: corpus_bleu([1], ["a"]), "hypotheses"),
-    Case("corpus_bleu / hypotheses / []", lambda env: corpus_bleu([], []), "hypotheses"),
-    Case("corpus_bleu / other_metrics / 'yes'",
-         lambda env: corpus_bleu(["a"], ["a"], other_metrics="yes"), "other_metrics"),
+    Case("score_corpus / references / 2 for 1 hypothesis",
+         lambda env: score_corpus(["a"], ["a", "b"]), "references"),
+    Case("score_corpus / hypotheses / [1]", lambda env: score_corpus([1], ["a"]), "hypotheses"),
+    Case("score_corpus / hypotheses / []", lambda env: score_corpus([], []), "hypotheses"),
+    Case("score_corpus / other_metrics / 'yes'",
+         lambda env: score_corpus(["a"], ["a"], other_metrics="yes"), "other_metrics"),
     # comparing systems
     Case("compare_systems / system_hyps / 1 for 2 references",
          lambda env: compare_systems(["a", "b"], ["a"], ["a", "b"]), "system_hyps"),
@@ -824,6 +851,17 @@ def _norm_first(meta: dict[str, Any]) -> None:
     meta["config"]["model"]["norm_first"] = True
 
 
+def _downgraded(env: SimpleNamespace) -> Path:
+    """Issue 32: ``checkpoint.sha256`` deleted, ``format_version`` 1, the config edited
+    (``layer_norm_eps`` 0.1: the same shapes, other logits)."""
+    def edit(meta: dict[str, Any]) -> None:
+        meta["format_version"], meta["config"]["model"]["layer_norm_eps"] = 1, 0.1
+
+    copy = _copy(env, edit, rehash=False)
+    (copy / "checkpoint.sha256").unlink()
+    return copy
+
+
 def _empty_dir(env: SimpleNamespace, name: str) -> Path:
     folder = env.tmp / name
     folder.mkdir(exist_ok=True)
@@ -902,6 +940,8 @@ CHECKPOINT_CASES = [
          _loaded(_outside_key), "checkpoint.json"),
     Case("load_trained / checkpoint.json config / norm_first flipped",
          _loaded(lambda env: _copy(env, _norm_first, rehash=False)), "checkpoint.json"),
+    Case("load_trained / checkpoint.json / format 1 without its hash, layer_norm_eps 0.1",
+         _loaded(_downgraded), "checkpoint.sha256"),
     Case("load_trained / checkpoint.json config / a number",
          _loaded(lambda env: _copy(env, _set("config", 5))), "checkpoint.json"),
     Case("load_trained / model.safetensors / one byte flipped",
@@ -1312,3 +1352,122 @@ def test_cli_commands_refuse(case, ckpt, capsys, monkeypatch):
         out = Path(argv[argv.index("--out") + 1])
         if out != ckpt.run:
             assert not list(out.glob("step_*")), "a refused run wrote checkpoints"
+
+
+# --------------------------------------------------------------------------- course outputs
+# assignments, assignments --nbgrader and grade: no command writes over its own input, an
+# existing file as --out and a broken notebook are one line, and nothing is written; marks
+# that cannot be merged (grade --marks) are refused before any notebook runs.
+
+MASTER = Path(__file__).resolve().parents[1] / "notebooks" / "00_how_to_use.ipynb"
+
+
+def _course_tree(tmp: Path) -> SimpleNamespace:
+    """``src/`` (one master), ``subs/alice/`` (its copy) and ``marks.csv`` under ``tmp``."""
+    (tmp / "src").mkdir()
+    shutil.copy(MASTER, tmp / "src" / MASTER.name)
+    (tmp / "subs" / "alice").mkdir(parents=True)
+    shutil.copy(MASTER, tmp / "subs" / "alice" / MASTER.name)
+    (tmp / "a-file").write_text("not a folder")
+    return SimpleNamespace(tmp=tmp, src=tmp / "src", subs=tmp / "subs")
+
+
+def _marks(text: str) -> Callable[[SimpleNamespace], Path]:
+    def write(env: SimpleNamespace) -> Path:
+        path = env.tmp / "marks.csv"
+        path.write_text(text, encoding="utf-8")
+        return path
+
+    return write
+
+
+def _broken_source(env: SimpleNamespace) -> Path:
+    (env.src / "01_broken.ipynb").write_text('{"cells": [', encoding="utf-8")
+    return env.src
+
+
+_GRADE = ("grade", lambda env: env.subs, "--source", lambda env: env.src, "--quiet")
+OUTPUT_CASES = [
+    Case("assignments / --out / equal to --source",
+         _cli("assignments", "--source", lambda env: env.src, "--out", lambda env: env.src),
+         "--out"),
+    Case("assignments / --out / inside --source",
+         _cli("assignments", "--source", lambda env: env.src, "--out",
+              lambda env: env.src / "students"), "--out"),
+    Case("assignments / --out / holding --source",
+         _cli("assignments", "--source", lambda env: env.src, "--out", lambda env: env.tmp),
+         "--out"),
+    Case("assignments / --out / an existing file",
+         _cli("assignments", "--source", lambda env: env.src, "--out",
+              lambda env: env.tmp / "a-file"), "--out"),
+    Case("assignments / --source / a notebook that is not JSON",
+         _cli("assignments", "--source", _broken_source, "--out",
+              lambda env: env.tmp / "students"), "01_broken.ipynb"),
+    Case("assignments --nbgrader / --out / equal to --source",
+         _cli("assignments", "--nbgrader", "--source", lambda env: env.src, "--out",
+              lambda env: env.src), "--out"),
+    Case("assignments --nbgrader / --out / inside --source",
+         _cli("assignments", "--nbgrader", "--source", lambda env: env.src, "--out",
+              lambda env: env.src / "nb"), "--out"),
+    Case("assignments --nbgrader / --out / an existing file",
+         _cli("assignments", "--nbgrader", "--source", lambda env: env.src, "--out",
+              lambda env: env.tmp / "a-file"), "--out"),
+    Case("assignments --nbgrader / --source / a notebook that is not JSON",
+         _cli("assignments", "--nbgrader", "--source", _broken_source, "--out",
+              lambda env: env.tmp / "nb"), "01_broken.ipynb"),
+    Case("grade / --out / equal to --source", _cli(*_GRADE, "--out", lambda env: env.src),
+         "--out"),
+    Case("grade / --out / inside --source",
+         _cli(*_GRADE, "--out", lambda env: env.src / "grades"), "--out"),
+    Case("grade / --out / holding --source", _cli(*_GRADE, "--out", lambda env: env.tmp),
+         "--out"),
+    Case("grade / --out / equal to SUBMISSIONS", _cli(*_GRADE, "--out", lambda env: env.subs),
+         "--out"),
+    Case("grade / --out / an existing file",
+         _cli(*_GRADE, "--out", lambda env: env.tmp / "a-file"), "--out"),
+    Case("grade / --marks / a missing file",
+         _cli(*_GRADE, "--out", lambda env: env.tmp / "g", "--marks",
+              lambda env: env.tmp / "none.csv"), "--marks"),
+    Case("grade / --marks / no header",
+         _cli(*_GRADE, "--out", lambda env: env.tmp / "g", "--marks",
+              _marks("alice,00.2,1,\n")), "--marks"),
+    Case("grade / --marks / above the exercise's points",
+         _cli(*_GRADE, "--out", lambda env: env.tmp / "g", "--marks",
+              _marks("student,exercise,points,comment\nalice,00.2,5,generous\n")), "00.2"),
+    Case("grade / --marks / negative points",
+         _cli(*_GRADE, "--out", lambda env: env.tmp / "g", "--marks",
+              _marks("student,exercise,points,comment\nalice,00.2,-1,\n")), "00.2"),
+    Case("grade / --marks / points that are no number",
+         _cli(*_GRADE, "--out", lambda env: env.tmp / "g", "--marks",
+              _marks("student,exercise,points,comment\nalice,00.2,good,\n")), "points"),
+    Case("grade / --marks / an unknown student",
+         _cli(*_GRADE, "--out", lambda env: env.tmp / "g", "--marks",
+              _marks("student,exercise,points,comment\nmallory,00.2,1,\n")), "mallory"),
+    Case("grade / --marks / an unknown exercise",
+         _cli(*_GRADE, "--out", lambda env: env.tmp / "g", "--marks",
+              _marks("student,exercise,points,comment\nalice,00.9,1,\n")), "00.9"),
+    Case("grade / --marks / a mark given twice",
+         _cli(*_GRADE, "--out", lambda env: env.tmp / "g", "--marks",
+              _marks("student,exercise,points,comment\nalice,00.2,1,\nalice,00.2,0,\n")),
+         "00.2"),
+]
+
+
+def _tree_hash(root: Path) -> dict[str, str]:
+    return {str(p.relative_to(root)): sha256_file(p) if p.is_file() else "folder"
+            for p in sorted(root.rglob("*"))}
+
+
+@pytest.mark.parametrize("case", OUTPUT_CASES, ids=_ids(OUTPUT_CASES))
+def test_course_commands_refuse_and_write_nothing(case, tmp_path, capsys):
+    env = _course_tree(tmp_path)
+    argv, _ = case.call(env)
+    before = _tree_hash(tmp_path)
+    code = main(argv)
+    err = capsys.readouterr().err
+    assert code == 2, f"exit status {code}, stderr {err!r}"
+    lines = err.splitlines()
+    assert len(lines) == 1, f"expected one line on stderr, got {err!r}"
+    assert lines[0].startswith(f"transformer-book {argv[0]}: error: "), lines[0]
+    assert case.names in lines[0], f"the message does not name {case.names!r}: {lines[0]}"
+    assert _tree_hash(tmp_path) == before, "a refused command changed the files"

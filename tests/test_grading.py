@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import csv
 import json
+import os
 import re
 
 import nbformat
@@ -23,6 +24,7 @@ from transformer_book.course.exercise_cells import annotate
 from transformer_book.course.exercises.core import foreign_origin, run_check
 from transformer_book.course.grading import read_exercises
 from transformer_book.nn.attention import scaled_dot_product_attention
+from transformer_book.util.files import sha256_file
 
 CHAPTERS = {"00": "00_how_to_use.ipynb", "05": "05_self_attention.ipynb"}
 IMPORTS = {
@@ -145,17 +147,19 @@ STUDENTS = ["alice", "bob", "carol", "dave", "erin", "frank", "grace", "heidi", 
 
 def columns(tmp):
     """The CSV header and every student's expected cells, from the masters' exercises:
-    alice answered everything (code: full points, written: manual), nobody else scores."""
+    alice answered everything (code: full points, written: waiting for a hand mark, an
+    empty cell), nobody else scores (a blank or missing written answer is 0)."""
     specs = [s for name in CHAPTERS.values() for s in read_exercises(tmp / "masters" / name)]
-    header = ["student", *(s.id if s.kind == "code" else f"{s.id} (manual)" for s in specs),
-              "total", "out_of", "notes"]
-    out_of = str(sum(s.points for s in specs if s.kind == "code"))
+    header = ["student", *(s.id for s in specs), "total", "out_of", "to_mark", "notes"]
+    code = str(sum(s.points for s in specs if s.kind == "code"))
+    out_of = str(sum(s.points for s in specs))
+    written = " ".join(s.id for s in specs if s.kind != "code")
     expected = {}
     for student in STUDENTS:
         right = student == "alice"
         cells = [(str(s.points) if right else "0") if s.kind == "code" else
-                 ("manual" if right else "blank") for s in specs]
-        expected[student] = [*cells, out_of if right else "0", out_of]
+                 ("" if right else "0") for s in specs]
+        expected[student] = [*cells, code if right else "0", out_of, written if right else ""]
     return header, expected
 
 
@@ -186,7 +190,7 @@ class TestGradeAClass:
 
     def _csv_cell_by_cell(self, tmp, rows):
         header, expected = columns(tmp)
-        assert header[:4] == ["student", "00.1", "00.2 (manual)", "00.3 (manual)"]
+        assert header[:4] == ["student", "00.1", "00.2", "00.3"]
         with open(tmp / "out" / "grades.csv", encoding="utf-8") as handle:
             assert next(csv.reader(handle)) == header
         assert sorted(rows) == sorted(expected)
@@ -209,12 +213,23 @@ class TestGradeAClass:
         assert status["carol"]["00.1"] == "not attempted" and status["grace"]["00.1"] == "failed"
         assert status["heidi"]["05.1"] == "borrowed" and status["erin"]["00.1"] == "not graded"
         assert status["bob"]["05.1"] == "not submitted"
+        assert status["judy"]["00.1"] == status["judy"]["00.2"] == "unreadable"
+        judy = (tmp / "out" / "feedback" / "judy.md").read_text(encoding="utf-8")
+        assert not [line for line in judy.splitlines()
+                    if line.startswith("- **00.") and "not submitted" in line], judy
+        assert "Written exercises (4, 4 points): 0 marked by hand, 4 to mark, 0 points" \
+            in alice_summary(tmp)
         alice = (tmp / "out" / "feedback" / "alice.md").read_text(encoding="utf-8")
         assert "✓ Exercise 00.1 passed" in alice and "> Because e^{-c} cancels." in alice
         assert "✓ Exercise 05.1 passed" in alice and "> My answer to 05.4." in alice
         grace = (tmp / "out" / "feedback" / "grace.md").read_text(encoding="utf-8")
         assert "✗ Exercise 00.1 failed" in grace and "±1000" in grace
         assert (tmp / "out" / "feedback" / "carol.md").read_text().count("(no answer written)") == 2
+
+
+def alice_summary(tmp):
+    """The summary line of alice's feedback: what the totals count, said in words."""
+    return (tmp / "out" / "feedback" / "alice.md").read_text(encoding="utf-8").splitlines()[2]
 
 
 def test_the_contract_is_read_from_the_master(tmp_path):
@@ -260,6 +275,119 @@ def test_bad_arguments_are_refused_in_one_line(tmp_path, capsys):
     assert cli_main(["grade", str(tmp_path), "--out", str(tmp_path / "o"), "--timeout", "0"]) == 2
     assert "--timeout" in capsys.readouterr().err
     (tmp_path / "empty").mkdir()
-    assert cli_main(["grade", str(tmp_path), "--out", str(tmp_path / "o"), "--source",
+    (tmp_path / "subs").mkdir()
+    assert cli_main(["grade", str(tmp_path / "subs"), "--out", str(tmp_path / "o"), "--source",
                      str(tmp_path / "empty")]) == 2
     assert "--source" in capsys.readouterr().err
+
+
+# ----------------------------------------------------------------------------- a hostile class
+
+SOFTMAX = ("import torch\n\n\ndef softmax(x, dim=-1):\n"
+           "    shifted = x - x.max(dim=dim, keepdim=True).values\n"
+           "    return shifted.exp() / shifted.exp().sum(dim=dim, keepdim=True)\n")
+ATTACK = '''\
+import glob, json, os
+roots = [".", "..", *(os.environ.get(v) for v in ("ATTACK_SOURCE", "ATTACK_OUT",
+                                                   "ATTACK_SUBS"))]
+seen = {{}}
+for root in [r for r in roots if r]:
+    files = [f for f in glob.glob(os.path.join(root, "**", "*"), recursive=True)
+             if os.path.isfile(f)]
+    seen[root] = files
+    for f in files:
+        {action}
+[os.remove(f) for f in glob.glob("*.ipynb")]
+with open(os.path.join(os.environ["ATTACK_CANARY"], "{who}.json"), "w") as handle:
+    json.dump({{"cwd": os.getcwd(), "seen": seen}}, handle)
+'''
+ACTIONS = {"wiper": "os.remove(f)", "renamer": "os.rename(f, f + '.moved')",
+           "overwriter": "open(f, 'w').write('gone')"}
+
+
+def _tree(root):
+    """``{relative path: SHA-256}`` of every file under ``root`` (folders as such)."""
+    return {str(p.relative_to(root)): sha256_file(p) if p.is_file() else "folder"
+            for p in sorted(root.rglob("*"))}
+
+
+def _one_cell(source):
+    return nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(source)])
+
+
+def test_a_hostile_class_changes_none_of_the_instructors_files(tmp_path, monkeypatch):
+    """Submissions delete, rename and overwrite every file they can find in their working
+    folder, in ``..`` and in --source, --out and SUBMISSIONS (their absolute paths in the
+    grader's environment): nothing changes there, each is graded (a correct softmax: 1
+    point), students named ``a b`` and ``a_b`` and one whose folder name is not UTF-8 each
+    get a feedback file of their own, and the gradebook is written."""
+    src, subs, out, canary = (tmp_path / n for n in ("src", "subs", "out", "canary"))
+    for folder in (src, out, canary):
+        folder.mkdir()
+    _master(src, "00")
+    (out / "keep.txt").write_text("the instructor's notes")
+    (out / "marks.csv").write_text("student,exercise,points,comment\nwiper,00.2,1,fine\n")
+    for who, action in ACTIONS.items():
+        _write(subs, who, _one_cell(SOFTMAX + ATTACK.format(action=action, who=who)),
+               CHAPTERS["00"])
+    for who in ("a b", "a_b"):
+        _write(subs, who, _one_cell(SOFTMAX), CHAPTERS["00"])
+    odd = os.fsdecode(b"st\xffudent")
+    _write(subs, odd, _one_cell(SOFTMAX), CHAPTERS["00"])
+    for name, path in (("SOURCE", src), ("OUT", out), ("SUBS", subs), ("CANARY", canary)):
+        monkeypatch.setenv(f"ATTACK_{name}", str(path))
+    before = {root: _tree(root) for root in (src, subs)}
+    kept = {name: (out / name).read_bytes() for name in ("keep.txt", "marks.csv")}
+    assert cli_main(["grade", str(subs), "--out", str(out), "--source", str(src), "--marks",
+                     str(out / "marks.csv"), "--timeout", "60", "--quiet"]) == 0
+    assert {root: _tree(root) for root in (src, subs)} == before
+    assert {name: (out / name).read_bytes() for name in kept} == kept
+    for who in ACTIONS:  # the attack ran, in a scratch folder of its own
+        report = json.loads((canary / f"{who}.json").read_text())
+        assert report["cwd"].endswith("notebooks") and str(tmp_path) not in report["cwd"]
+        assert any(f.endswith(CHAPTERS["00"]) for f in report["seen"]["."]), report
+        assert set(report["seen"]) == {".", ".."}, report  # no variable named our folders
+    with open(out / "grades.csv", newline="", encoding="utf-8") as handle:
+        rows = {row["student"]: row for row in csv.DictReader(handle)}
+    assert sorted(rows) == sorted(["a b", "a_b", "overwriter", "renamer", "st\\xffudent",
+                                   "wiper"])
+    assert {who: row["00.1"] for who, row in rows.items()} == dict.fromkeys(rows, "1"), rows
+    assert rows["wiper"]["00.2"] == "1" and rows["wiper"]["total"] == "2"
+    feedback = sorted(p.name for p in (out / "feedback").iterdir())
+    assert len(feedback) == 6 and "wiper.md" in feedback, feedback
+    assert len([f for f in feedback if f.startswith("a_b")]) == 2, feedback
+    assert "feedback in feedback/a_b-" in rows["a b"]["notes"]
+    assert "feedback in feedback/a_b-" in rows["a_b"]["notes"]
+
+
+def test_hand_marks_complete_the_gradebook(tmp_path, capsys):
+    """The instructor's round trip: grade, read what is left to mark, enter the marks,
+    grade again; totals count every exercise's points, the comment reaches the feedback."""
+    (tmp_path / "masters").mkdir()
+    master = _master(tmp_path / "masters", "00")
+    alice = _solve(_student(master, "00"), master, ["00.1"])
+    _cell(alice, "00.2", "answer").source = "Because e^{-c} cancels."
+    _cell(alice, "00.3", "answer").source = "One-hot, then uniform."
+    _write(tmp_path / "class", "alice", alice, CHAPTERS["00"])
+    command = ["grade", str(tmp_path / "class"), "--out", str(tmp_path / "out"), "--source",
+               str(tmp_path / "masters"), "--quiet"]
+    assert cli_main(command) == 0
+    assert "(2 written answers to mark: --marks)" in capsys.readouterr().out
+
+    def row():
+        with open(tmp_path / "out" / "grades.csv", newline="", encoding="utf-8") as handle:
+            return next(csv.DictReader(handle))
+
+    first = row()
+    assert (first["00.1"], first["00.2"], first["00.3"]) == ("1", "", "")
+    assert (first["total"], first["out_of"], first["to_mark"]) == ("1", "3", "00.2 00.3")
+    marks = tmp_path / "marks.csv"
+    marks.write_text("student,exercise,points,comment\nalice,00.2,1,Right: it cancels.\n"
+                     "alice,00.3,0.5,Half: why uniform?\n", encoding="utf-8")
+    assert cli_main([*command, "--marks", str(marks)]) == 0
+    second = row()
+    assert (second["00.2"], second["00.3"], second["total"], second["to_mark"]) == (
+        "1", "0.5", "2.5", "")
+    text = (tmp_path / "out" / "feedback" / "alice.md").read_text(encoding="utf-8")
+    assert "Total: 2.5 of 3 points." in text and "Marked by hand: 1/1. Right: it cancels." in text
+    assert "Written exercises (2, 2 points): 2 marked by hand, 0 to mark, 1.5 points" in text

@@ -34,11 +34,11 @@ from transformer_book.course.exercise_cells import (
     solution_label_of,
 )
 from transformer_book.course.plain_markdown import read_citations, to_plain_markdown
-from transformer_book.util.files import atomic_write_text
+from transformer_book.util.files import atomic_write_text, require_writable
 from transformer_book.util.validation import BookError, fail
 
 __all__ = ["BEGIN", "END", "MarkerError", "make_assignments", "make_student_notebook",
-           "strip_solution", "write_notebook_atomically"]
+           "read_notebooks", "require_apart", "strip_solution", "write_notebook_atomically"]
 SOLUTION_TAG = "solution"
 BOOK_ONLY_TAG = "book-only"
 _CHECK_CALL = re.compile(r"""\bcheck\(\s*["'](?P<id>\d\d\.\d+)["']""")
@@ -183,26 +183,66 @@ def default_bibliography(source_dir: Path) -> Path | None:
     return None
 
 
+def require_apart(out: Path | str, argument: str, inputs: dict[str, Path | str]) -> Path:
+    """Refuse, before anything is written, an output folder ``out`` (the option
+    ``argument``) that is an existing file, that this user cannot write, or that is equal to,
+    inside or holding one of ``inputs`` (``{option: path}``): a command never writes over
+    its own input. Returns ``out``."""
+    out = Path(out)
+    require_writable(out, argument)
+    where = out.resolve()
+    for option, path in inputs.items():
+        there = Path(path).resolve()
+        if where == there or there in where.parents or where in there.parents:
+            relation = ("equal to" if where == there else
+                        "inside" if there in where.parents else "holding")
+            raise fail(argument, f"a folder apart from {option} (neither it, inside it, nor "
+                       "holding it: the command would write over its own input)",
+                       f"{out}, {relation} {option} {path}")
+    return out
+
+
+def read_notebooks(source_dir: Path | str, argument: str = "source_dir"
+                   ) -> list[tuple[Path, nbformat.NotebookNode]]:
+    """Every ``source_dir/*.ipynb`` read (nbformat 4), in name order, before anything is
+    written: a folder without notebooks, or a file that is not a notebook (not JSON, not
+    UTF-8, not nbformat), is refused naming it."""
+    source_dir = Path(source_dir)
+    paths = sorted(source_dir.glob("*.ipynb"))
+    if not paths:
+        raise fail(argument, "a folder with .ipynb files", source_dir)
+    notebooks = []
+    for path in paths:
+        try:
+            notebooks.append((path, nbformat.reads(path.read_text(encoding="utf-8"),
+                                                   as_version=4)))
+        except Exception as error:  # not JSON, not UTF-8, not a notebook, unreadable
+            reason = " ".join(str(error).split())[:120]
+            raise fail(argument, "folder of readable notebooks (nbformat 4 JSON)",
+                       f"{path}: {reason}") from error
+    return notebooks
+
+
 def make_assignments(
     source_dir: Path | str, out_dir: Path | str, *, bibliography: Path | str | None = None
 ) -> list[Path]:
     """Write a student version of every ``source_dir/*.ipynb`` into ``out_dir``, same names.
 
     Citations are read from ``bibliography`` (default: the repository's
-    ``book/references.bib``). Returns the written paths. Raises :class:`MarkerError` (a
-    ``BookError``) naming the notebook and cell when a solution marker is unbalanced.
+    ``book/references.bib``). Returns the written paths. Everything is checked before the
+    first file is written: ``out_dir`` apart from ``source_dir`` (:func:`require_apart`),
+    every notebook readable (:func:`read_notebooks`) and its markers balanced
+    (:class:`MarkerError`, a ``BookError``, naming the notebook and cell).
     """
     source_dir, out_dir = Path(source_dir), Path(out_dir)
-    notebooks = sorted(source_dir.glob("*.ipynb"))
-    if not notebooks:
-        raise fail("source_dir", "a folder with .ipynb files", source_dir)
+    require_apart(out_dir, "out_dir", {"source_dir": source_dir})
+    notebooks = read_notebooks(source_dir)
     bibliography = bibliography or default_bibliography(source_dir)
     citations = read_citations(bibliography) if bibliography else {}
+    students = [(path, make_student_notebook(notebook, path.name, citations))
+                for path, notebook in notebooks]
     written = []
-    for path in notebooks:
-        notebook = nbformat.read(path, as_version=4)
-        student = make_student_notebook(notebook, path.name, citations)
-        target = out_dir / path.name
-        write_notebook_atomically(student, target)
-        written.append(target)
+    for path, student in students:
+        write_notebook_atomically(student, out_dir / path.name)
+        written.append(out_dir / path.name)
     return written

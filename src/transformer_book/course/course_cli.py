@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from transformer_book.course.assignments import make_assignments
+from transformer_book.course.assignments import make_assignments, require_apart
 from transformer_book.course.grading_report import grade_class
 from transformer_book.course.nbgrader_source import make_nbgrader_sources
 from transformer_book.util.validation import require
@@ -24,18 +24,23 @@ points, a manually graded answer cell per written exercise holding the model ans
 statements and setup cells locked."""
 
 GRADE = """\
-Execute each submitted notebook under SUBMISSIONS in a fresh kernel started in the
---source folder (one thread, a time limit per cell and per notebook, errors allowed) and
-grade every code exercise with the checker of the installed package, whatever the notebook
-did to check(); points come from the master notebooks' metadata. The student is the
-first folder below SUBMISSIONS, or the file's stem for a notebook directly in it. Writes
-DIR/grades.csv (one row per student, one column per exercise: points, or manual/blank for
-written exercises; total, out_of and notes), DIR/grades.json and DIR/feedback/<student>.md.
-This is not a sandbox: the notebooks run with your rights; for isolation run it in a
-container."""
+Execute each submitted notebook under SUBMISSIONS in a fresh kernel (one thread, a time
+limit per cell and per notebook, errors allowed), each in a scratch folder of its own that
+holds a copy of that notebook alone, with an environment that names none of --source,
+--out and SUBMISSIONS; every submission is read before the first one runs. Every code
+exercise is graded with the checker of the installed package, whatever the notebook did
+to check(); points come from the master notebooks' metadata. The student is the first
+folder below SUBMISSIONS, or the file's stem for a notebook directly in it. --marks
+merges hand marks (CSV: student,exercise,points,comment), checked before anything runs.
+Writes DIR/grades.csv (one row per student, a points column per exercise, empty for a
+written answer still to mark; total and out_of over every exercise; to_mark; notes),
+DIR/grades.json and DIR/feedback/<student>.md. DIR may not be a file, nor equal to, inside
+or holding --source or SUBMISSIONS. This is not a sandbox: the notebooks run with your
+rights; for isolation run it in a container."""
 
 
 def _cmd_assignments(args: argparse.Namespace) -> int:
+    require_apart(args.out, "--out", {"--source": args.source})
     make = make_nbgrader_sources if args.nbgrader else make_assignments
     written = make(args.source, args.out)
     for path in written:
@@ -50,10 +55,15 @@ def _cmd_grade(args: argparse.Namespace) -> int:
     require(args.jobs >= 1, "--jobs", "a whole number of kernels >= 1", args.jobs)
     require(args.notebook_timeout > 0, "--notebook-timeout", "a positive number of seconds",
             args.notebook_timeout)
-    rows = grade_class(args.submissions, args.out, source=args.source,
+    rows = grade_class(args.submissions, args.out, source=args.source, marks=args.marks,
                        cell_timeout=args.timeout, notebook_timeout=args.notebook_timeout,
                        jobs=args.jobs, progress=not args.quiet)
-    print(f"graded {len(rows)} students: {Path(args.out).resolve() / 'grades.csv'}")
+    to_mark = sum(len(row["to_mark"]) for row in rows)
+    print(f"graded {len(rows)} students: {Path(args.out).resolve() / 'grades.csv'}"
+          + (f" ({to_mark} written answers to mark: --marks)" if to_mark else ""))
+    for row in rows:
+        if row["feedback"] != f"{row['student']}.md":
+            print(f"feedback of {row['student']!r}: feedback/{row['feedback']}")
     return 0
 
 
@@ -78,6 +88,9 @@ def add_course_parsers(commands: Any) -> None:
                        help="folder for the gradebook")
     grade.add_argument("--source", type=Path, default=Path("notebooks"),
                        help="folder of the master notebooks (default notebooks)")
+    grade.add_argument("--marks", type=Path, default=None, metavar="CSV",
+                       help="hand marks to merge: a CSV file with the header "
+                       "student,exercise,points,comment")
     grade.add_argument("--timeout", type=float, default=600, metavar="S",
                        help="seconds one cell may run before it is interrupted (default 600)")
     grade.add_argument("--notebook-timeout", type=float, default=1800, metavar="S",

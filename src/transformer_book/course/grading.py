@@ -19,9 +19,16 @@ by the name the master's check cell uses; the verdict comes back as a JSON line 
 marker drawn at random for this run. Whatever the student did to ``check``, to its module
 or to the check cell is therefore ignored.
 
+The kernel runs in a scratch folder of the caller's choosing (``workdir``) with the
+environment :func:`kernel_environment` gives it: the grader's, less every value that names
+a protected folder (the masters, the gradebook, the submissions), so that neither its
+working folder, nor ``..``, nor a variable leads a submission to the instructor's files.
+
 This is **not a sandbox**: the student's code runs with the grader's rights, and a
-determined student can still cheat (patch ``torch`` itself, write to the installed
-package, read the marker). Run ``transformer-book grade`` in a container to isolate it.
+determined student can still reach any file the grader may (a path typed in full, the
+grader's command line in ``/proc``) or cheat (patch ``torch`` itself, write to the
+installed package, read the marker). Run ``transformer-book grade`` in a container to
+isolate it.
 """
 
 from __future__ import annotations
@@ -38,6 +45,7 @@ from typing import Any
 import nbformat
 
 from transformer_book.course.exercise_cells import annotate
+from transformer_book.util.validation import fail
 
 KEY = "exercise"
 _CHECK_CALL = r"""\bcheck\(\s*["']{id}["']\s*,\s*(?P<name>[A-Za-z_]\w*)"""
@@ -107,9 +115,19 @@ def read_exercises(path: Path | str) -> list[ExerciseSpec]:
     return specs
 
 
-def course_exercises(source_dir: Path | str) -> dict[str, list[ExerciseSpec]]:
-    """``{notebook name: its exercises}`` for every master ``source_dir/*.ipynb``."""
-    return {p.name: read_exercises(p) for p in sorted(Path(source_dir).glob("*.ipynb"))}
+def course_exercises(source_dir: Path | str, argument: str = "--source"
+                     ) -> dict[str, list[ExerciseSpec]]:
+    """``{notebook name: its exercises}`` for every master ``source_dir/*.ipynb``; a master
+    that is not a readable notebook is refused (``BookError``) naming it."""
+    found = {}
+    for path in sorted(Path(source_dir).glob("*.ipynb")):
+        try:
+            found[path.name] = read_exercises(path)
+        except Exception as error:  # not JSON, not UTF-8, not a notebook
+            reason = " ".join(str(error).split())[:120]
+            raise fail(argument, "a folder of readable master notebooks (nbformat 4 JSON)",
+                       f"{path}: {reason}") from error
+    return found
 
 
 _GRADE_CELL = '''\
@@ -188,10 +206,35 @@ def _client(notebook: Any, timeout: float, workdir: Path, run: Run) -> Any:
     )
 
 
+def kernel_environment(protected: list[Path], workdir: Path) -> dict[str, str]:
+    """The grader's environment for a kernel started in ``workdir``: each value (each
+    ``os.pathsep``-separated part of one) naming a ``protected`` folder or a path inside
+    it is dropped, ``PWD`` is ``workdir``, ``OLDPWD`` goes, ``TMPDIR`` is ``workdir/../tmp``,
+    and the threads are one (:data:`THREADS`)."""
+    roots = {str(p) for path in protected for p in (Path(path).absolute(), Path(path).resolve())}
+
+    def names_one(part: str) -> bool:
+        return any(root in part for root in roots)
+
+    env = {}
+    for key, value in os.environ.items():
+        kept = [part for part in value.split(os.pathsep) if not names_one(part)]
+        if kept and len(kept) == len(value.split(os.pathsep)):
+            env[key] = value
+        elif kept and any(kept):
+            env[key] = os.pathsep.join(kept)
+    env.pop("OLDPWD", None)
+    scratch_tmp = workdir.parent / "tmp"
+    scratch_tmp.mkdir(exist_ok=True)
+    return {**env, "PWD": str(workdir), "TMPDIR": str(scratch_tmp), **THREADS}
+
+
 def run_submission(notebook: Any, specs: list[ExerciseSpec], *, cell_timeout: float,
-                   notebook_timeout: float, workdir: Path) -> Run:
+                   notebook_timeout: float, workdir: Path,
+                   env: dict[str, str] | None = None) -> Run:
     """Execute ``notebook`` (its own cells, then one grading cell per code exercise of
-    ``specs``) in a fresh kernel started in ``workdir`` with one thread.
+    ``specs``) in a fresh kernel started in ``workdir`` with one thread and the
+    environment ``env`` (default: the grader's).
 
     A cell may run ``cell_timeout`` seconds and the student's cells ``notebook_timeout``
     together; a cell that runs past its limit is interrupted and execution goes on. Errors
@@ -214,7 +257,8 @@ def run_submission(notebook: Any, specs: list[ExerciseSpec], *, cell_timeout: fl
     client.reset_execution_trackers()
     index, out_of_time = -1, False
     try:
-        with client.setup_kernel(env={**os.environ, **THREADS}):
+        with client.setup_kernel(env={**(os.environ if env is None else env),
+                                      **THREADS}):
             for index, cell in enumerate(notebook.cells):
                 grading = index >= first_grading
                 left = deadline - time.monotonic()

@@ -7,23 +7,30 @@ notebook directly in ``SUBMISSIONS``, the file's stem (``SUBMISSIONS/alice.ipynb
 notebook is matched to a master of ``--source`` by its file name, else by the exercise ids
 in its cell metadata, else by its ``NN_`` chapter prefix.
 
-Each submission runs in a fresh kernel (:func:`~transformer_book.course.grading.run_submission`:
-one thread, a time limit per cell and per notebook, errors allowed), started in the
-``--source`` folder as the chapters are (their relative paths, such as ``../results``,
-resolve), and each code exercise is graded by the installed package's checker; points come
-from the masters' metadata.
-Written exercises are not graded automatically: their CSV column is headed ``NN.K (manual)``
-and holds ``manual`` (an answer was written; its text is in the feedback) or ``blank``.
+Every submitted file is read into memory before the first notebook runs. Each submission
+then runs in a fresh kernel (:func:`~transformer_book.course.grading.run_submission`: one
+thread, a time limit per cell and per notebook, errors allowed) in a **scratch folder of
+its own**, ``<tmp>/transformer-book-grade-*/notebooks/``, holding a copy of that notebook
+alone; the environment names none of ``--source``, ``--out`` and ``SUBMISSIONS``
+(:func:`~transformer_book.course.grading.kernel_environment`), and the folder is deleted
+after. A submission that deletes, renames or overwrites files in its working folder or in
+``..`` changes nothing of the instructor's. Each code exercise is graded by the installed
+package's checker; points come from the masters' metadata. Written exercises are marked by
+hand: ``--marks marks.csv`` (``student,exercise,points,comment``) merges the marks
+(:mod:`~transformer_book.course.gradebook`).
 
-Writes into ``--out``:
+Writes into ``--out`` (refused if it is a file, or equal to, inside or holding ``--source``
+or ``SUBMISSIONS``, before anything runs):
 
-* ``grades.csv``: one row per student: ``student``, one column per exercise of the chapters
-  submitted (code: points earned; written: ``manual``/``blank``), ``total`` (points earned),
-  ``out_of`` (points of the code exercises) and ``notes`` (one clear line per problem: not
-  valid JSON, not a course notebook, a syntax error, a timeout, a dead kernel, a missing or
-  borrowed function, ``; ``-separated);
+* ``grades.csv``: one row per student: ``student``, one points column per exercise of the
+  chapters submitted (a written answer not yet marked: empty), ``total`` (points earned),
+  ``out_of`` (points of every exercise), ``to_mark`` (written answers waiting for a mark)
+  and ``notes`` (one clear line per problem: not valid JSON, not a course notebook, a
+  syntax error, a timeout, a dead kernel, a missing or borrowed function, ``; ``-separated);
 * ``grades.json``: the same with every exercise's status and message;
-* ``feedback/<student>.md``: each exercise's message, the written answers, the problems.
+* ``feedback/<student>.md``: each exercise's message, the written answers, the hand marks
+  and comments, the problems (one file per student, see
+  :func:`~transformer_book.course.gradebook.feedback_names`).
 
 A submission that cannot be read or run costs its own points and never stops the run.
 This is **not a sandbox**: students' code runs with your rights; for isolation run
@@ -32,19 +39,29 @@ This is **not a sandbox**: students' code runs with your rights; for isolation r
 
 from __future__ import annotations
 
-import csv
-import io
 import re
+import tempfile
 from dataclasses import dataclass
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 import nbformat
 
-from transformer_book.course.assignments import make_student_notebook
-from transformer_book.course.grading import ExerciseSpec, course_exercises, run_submission
-from transformer_book.util.files import atomic_write_json, atomic_write_text, require_writable
+from transformer_book.course.assignments import make_student_notebook, require_apart
+from transformer_book.course.gradebook import (
+    apply_marks,
+    feedback_names,
+    merge_row,
+    read_marks,
+    shown,
+    write_gradebook,
+)
+from transformer_book.course.grading import (
+    ExerciseSpec,
+    course_exercises,
+    kernel_environment,
+    run_submission,
+)
 from transformer_book.util.validation import fail
 
 _PREFIX = re.compile(r"^(?P<chapter>\d\d)_")
@@ -52,24 +69,41 @@ _PREFIX = re.compile(r"^(?P<chapter>\d\d)_")
 
 @dataclass(frozen=True)
 class Submission:
-    """One submitted file and the student it belongs to."""
+    """One submitted file, the student it belongs to (a name as the file system gives it,
+    undecodable bytes as surrogates), and its bytes, read before any notebook runs."""
 
     student: str
     path: Path
+    data: bytes | None = None
+    error: str | None = None
 
 
 def find_submissions(root: Path) -> list[Submission]:
-    """Every ``*.ipynb`` under ``root`` (checkpoints and hidden folders skipped)."""
+    """Every ``*.ipynb`` under ``root`` (checkpoints and hidden folders skipped), read."""
     root = Path(root)
     if root.is_file():
-        return [Submission(root.stem, root)]
+        paths = [(root.stem, root)]
+    else:
+        paths = []
+        for path in sorted(root.rglob("*.ipynb")):
+            parts = path.relative_to(root).parts
+            if not any(p.startswith(".") for p in parts):
+                paths.append((parts[0] if len(parts) > 1 else path.stem, path))
     found = []
-    for path in sorted(root.rglob("*.ipynb")):
-        parts = path.relative_to(root).parts
-        if any(p.startswith(".") for p in parts):
-            continue
-        found.append(Submission(parts[0] if len(parts) > 1 else path.stem, path))
+    for student, path in paths:
+        try:
+            found.append(Submission(student, path, path.read_bytes()))
+        except OSError as error:
+            found.append(Submission(student, path, None, error.strerror or str(error)))
     return found
+
+
+def _by_name(name: str, masters: dict[str, list[ExerciseSpec]]) -> str | None:
+    """The master a file named ``name`` is a copy of, by its name or its chapter prefix."""
+    if name in masters:
+        return name
+    prefix = _PREFIX.match(name)
+    return next((m for m in masters if prefix and m.startswith(prefix.group(0))), None)
 
 
 def identify(path: Path, notebook: Any, masters: dict[str, list[ExerciseSpec]]) -> str | None:
@@ -81,11 +115,7 @@ def identify(path: Path, notebook: Any, masters: dict[str, list[ExerciseSpec]]) 
     for name, specs in masters.items():
         if specs and {s.id for s in specs} <= ids:
             return name
-    prefix = _PREFIX.match(path.name)
-    for name in masters:
-        if prefix and name.startswith(prefix.group(0)):
-            return name
-    return None
+    return _by_name(path.name, masters)
 
 
 def _answers(notebook: Any) -> dict[str, str]:
@@ -125,151 +155,131 @@ def _code_result(spec: ExerciseSpec, record: dict, run: Any) -> tuple[str, str]:
     return str(status), str(record.get("message", ""))
 
 
-def grade_notebook(path: Path, masters: dict[str, list[ExerciseSpec]], source: Path,
-                   cell_timeout: float, notebook_timeout: float) -> dict[str, Any]:
-    """Grade one submitted file: ``{"notebook", "exercises": {id: ...}, "notes", "errors"}``."""
-    result: dict[str, Any] = {"file": str(path), "notebook": None, "exercises": {},
-                              "notes": [], "errors": [], "seconds": 0.0}
+def _unreadable(result: dict, reason: str, masters: dict[str, list[ExerciseSpec]]) -> dict:
+    """One reason for a file that could not be read: its chapter's exercises (if its name
+    says which) are 0 points for that reason, not also "not submitted"."""
+    result["notes"].append(f"{result['name']}: {reason}; not graded")
+    name = _by_name(Path(result["name"]).name, masters)
+    if name is not None:
+        result["notebook"] = name
+        for spec in masters[name]:
+            result["exercises"][spec.id] = {
+                "status": "unreadable", "points": 0,
+                "message": f"✗ Exercise {spec.id} not graded: {result['name']} is {reason}."}
+    return result
+
+
+def _written(spec: ExerciseSpec, answers: dict[str, str], blanks: dict[str, str]) -> dict:
+    text = answers.get(spec.id, "")
+    answered = bool(text) and text != blanks.get(spec.id)
+    return {"status": "answered" if answered else "blank", "points": None if answered else 0,
+            "message": (f"Exercise {spec.id} (written) is marked by hand." if answered else
+                        f"Exercise {spec.id} (written): no answer written; 0 points."),
+            "answer": text if answered else ""}
+
+
+def _run_in_scratch(notebook: Any, data: bytes, name: str, specs: list[ExerciseSpec],
+                    protected: list[Path], cell_timeout: float, notebook_timeout: float
+                    ) -> Any:
+    """Run one submission in a new scratch folder holding a copy of it alone, deleted after."""
+    with tempfile.TemporaryDirectory(prefix="transformer-book-grade-",
+                                     ignore_cleanup_errors=True) as scratch:
+        workdir = Path(scratch) / "notebooks"
+        workdir.mkdir()
+        (workdir / name).write_bytes(data)
+        return run_submission(notebook, specs, cell_timeout=cell_timeout,
+                              notebook_timeout=notebook_timeout, workdir=workdir,
+                              env=kernel_environment(protected, workdir))
+
+
+def grade_notebook(submission: Submission, masters: dict[str, list[ExerciseSpec]],
+                   source: Path, protected: list[Path], cell_timeout: float,
+                   notebook_timeout: float) -> dict[str, Any]:
+    """Grade one submitted file: ``{"file", "name", "notebook", "exercises": {id: ...},
+    "notes", "errors", "seconds"}``; ``protected``: the folders its kernel must not be
+    pointed to (:func:`_run_in_scratch`)."""
+    path = submission.path
+    name = shown(path.name)
+    result: dict[str, Any] = {"file": shown(str(path)), "name": name, "notebook": None,
+                              "exercises": {}, "notes": [], "errors": [], "seconds": 0.0}
+    if submission.data is None:
+        return _unreadable(result, f"a file that could not be read ({submission.error})",
+                           masters)
     try:
-        notebook = nbformat.reads(path.read_text(encoding="utf-8"), as_version=4)
+        notebook = nbformat.reads(submission.data.decode("utf-8"), as_version=4)
     except Exception as error:  # not JSON, not a notebook, not UTF-8
         reason = " ".join(str(error).split())[:160]
-        result["notes"].append(f"{path.name}: not a readable notebook (not valid JSON or "
-                               f"not nbformat 4: {reason}); not graded")
-        return result
-    name = identify(path, notebook, masters)
-    if name is None:
-        result["notes"].append(f"{path.name}: not one of the course's notebooks "
+        return _unreadable(result, f"not a readable notebook (not valid JSON or not "
+                           f"nbformat 4: {reason})", masters)
+    master = identify(path, notebook, masters)
+    if master is None:
+        result["notes"].append(f"{name}: not one of the course's notebooks "
                                f"({', '.join(masters)}); not graded")
         return result
-    result["notebook"] = name
-    specs = masters[name]
-    answers, blanks = _answers(notebook), _placeholders(source / name)
-    try:  # in the masters' folder, where the chapters' relative paths (../results) resolve
-        run = run_submission(notebook, specs, cell_timeout=cell_timeout,
-                             notebook_timeout=notebook_timeout, workdir=source.resolve())
+    result["notebook"] = master
+    specs = masters[master]
+    answers, blanks = _answers(notebook), _placeholders(source / master)
+    try:
+        run = _run_in_scratch(notebook, submission.data, master, specs, protected,
+                              cell_timeout, notebook_timeout)
     except Exception as error:  # the kernel would not start, or nbclient failed
-        result["notes"].append(f"{path.name}: could not be run ({error!r}); not graded")
+        result["notes"].append(f"{name}: could not be run ({error!r}); not graded")
         return result
     result["seconds"], result["errors"] = round(run.seconds, 1), run.errors
     serious = [e for e in run.errors if re.search(r"SyntaxError|IndentationError|Timeout|ran "
                                                   r"past", e)]
-    result["notes"] += [f"{name}: {e}" for e in serious] + ([f"{name}: {run.died}"]
-                                                             if run.died else [])
+    result["notes"] += [f"{master}: {e}" for e in serious] + ([f"{master}: {run.died}"]
+                                                               if run.died else [])
     for spec in specs:
         if spec.kind != "code":
-            text = answers.get(spec.id, "")
-            answered = bool(text) and text != blanks.get(spec.id)
-            result["exercises"][spec.id] = {
-                "status": "manual" if answered else "blank", "points": None,
-                "message": f"Exercise {spec.id} (written) is graded by hand.",
-                "answer": text if answered else ""}
+            result["exercises"][spec.id] = _written(spec, answers, blanks)
             continue
         status, message = _code_result(spec, run.records.get(spec.id, {}), run)
         if status in ("missing", "borrowed", "not graded"):
-            result["notes"].append(f"{name}: {message.removeprefix('✗ ')}")
+            result["notes"].append(f"{master}: {message.removeprefix('✗ ')}")
         result["exercises"][spec.id] = {"status": status, "message": message,
                                         "points": spec.points if status == "passed" else 0}
     return result
 
 
-def _merge(student: str, results: list[dict], specs: list[ExerciseSpec]) -> dict[str, Any]:
-    """One student's row from their graded files; exercises not submitted get 0."""
-    row: dict[str, Any] = {"student": student, "exercises": {}, "notes": [], "files": results}
-    for result in results:
-        row["notes"] += result["notes"]
-        for exercise_id, graded in result["exercises"].items():
-            if exercise_id in row["exercises"]:
-                row["notes"].append(f"{result['file']}: a second copy of exercise "
-                                    f"{exercise_id}; the first one counts")
-                continue
-            row["exercises"][exercise_id] = graded
-    for spec in specs:
-        row["exercises"].setdefault(spec.id, {
-            "status": "not submitted", "points": 0 if spec.kind == "code" else None,
-            "message": f"Exercise {spec.id}: {spec.notebook} was not submitted."})
-    row["total"] = sum(e["points"] or 0 for e in row["exercises"].values())
-    row["out_of"] = sum(s.points for s in specs if s.kind == "code")
-    return row
+def _check_paths(submissions: Path, out: Path, source: Path) -> dict[str, list[ExerciseSpec]]:
+    """Everything ``grade_class`` can refuse before a notebook runs; the masters."""
+    if not submissions.exists():
+        raise fail("SUBMISSIONS", "a folder of submitted notebooks or one .ipynb", submissions)
+    require_apart(out, "--out", {"--source": source, "SUBMISSIONS": submissions})
+    masters = course_exercises(source)
+    if not any(masters.values()):
+        raise fail("--source", "master notebooks whose cells declare exercises "
+                   "(metadata 'exercise')", source)
+    return masters
 
 
-def csv_header(spec: ExerciseSpec) -> str:
-    """``"05.1"`` for a code exercise, ``"05.4 (manual)"`` for a written one."""
-    return spec.id if spec.kind == "code" else f"{spec.id} (manual)"
-
-
-def write_gradebook(rows: list[dict], specs: list[ExerciseSpec], out: Path) -> None:
-    """``grades.csv``, ``grades.json`` and ``feedback/<student>.md`` in ``out``."""
-    buffer = io.StringIO()
-    writer = csv.writer(buffer, lineterminator="\n")
-    writer.writerow(["student", *(csv_header(s) for s in specs), "total", "out_of", "notes"])
-    for row in rows:
-        cells = []
-        for spec in specs:
-            graded = row["exercises"][spec.id]
-            cells.append(graded["points"] if spec.kind == "code"
-                         else ("manual" if graded["status"] == "manual" else "blank"))
-        writer.writerow([row["student"], *cells, row["total"], row["out_of"],
-                         "; ".join(row["notes"])])
-    (out / "feedback").mkdir(parents=True, exist_ok=True)
-    atomic_write_text(out / "grades.csv", buffer.getvalue())
-    atomic_write_json(out / "grades.json", {
-        "graded_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "exercises": [vars(s) for s in specs], "students": rows})
-    for row in rows:
-        atomic_write_text(out / "feedback" / f"{_safe(row['student'])}.md", feedback(row, specs))
-
-
-def _safe(name: str) -> str:
-    return re.sub(r"[^\w.-]+", "_", name) or "student"
-
-
-def feedback(row: dict, specs: list[ExerciseSpec]) -> str:
-    """A student's feedback in Markdown: every exercise's verdict, answers and problems."""
-    manual = sum(1 for s in specs if s.kind != "code")
-    lines = [f"# Feedback for {row['student']}", "",
-             f"Automatically graded: {row['total']} of {row['out_of']} points. "
-             f"Written exercises graded by hand: {manual}.", ""]
-    for spec in specs:
-        graded = row["exercises"][spec.id]
-        worth = (f"{graded['points']}/{spec.points}" if spec.kind == "code"
-                 else "written, graded by hand")
-        lines.append(f"- **{spec.id}** {spec.title} ({worth}): {graded['message']}")
-        if graded.get("answer"):
-            lines += ["", *("  > " + line for line in graded["answer"].splitlines()), ""]
-        elif spec.kind != "code" and graded["status"] == "blank":
-            lines.append("  (no answer written)")
-    problems = row["notes"] + [f"{Path(r['file']).name}: {e}" for r in row["files"]
-                               for e in r["errors"] if f": {e}" not in " ".join(row["notes"])]
-    if problems:
-        lines += ["", "## Problems", "", *(f"- {p}" for p in problems)]
-    return "\n".join(lines) + "\n"
+def _sorted_specs(specs: Any) -> list[ExerciseSpec]:
+    return sorted(specs, key=lambda s: [int(p) if p.isdigit() else p for p in s.id.split(".")])
 
 
 def grade_class(submissions: Path | str, out: Path | str, *, source: Path | str = "notebooks",
-                cell_timeout: float = 600, notebook_timeout: float = 1800, jobs: int = 1,
-                progress: bool = True) -> list[dict]:
+                marks: Path | str | None = None, cell_timeout: float = 600,
+                notebook_timeout: float = 1800, jobs: int = 1, progress: bool = True
+                ) -> list[dict]:
     """Grade every notebook under ``submissions`` against the masters in ``source``, ``jobs``
-    kernels at a time; write the gradebook into ``out`` and return its rows (one per
-    student, sorted by name)."""
+    kernels at a time, merge the hand ``marks`` (a CSV file, checked before anything runs);
+    write the gradebook into ``out`` and return its rows (one per student, by name)."""
     from concurrent.futures import ThreadPoolExecutor, as_completed
 
     from tqdm.auto import tqdm
 
     submissions, out, source = Path(submissions), Path(out), Path(source)
-    if not submissions.exists():
-        raise fail("SUBMISSIONS", "a folder of submitted notebooks or one .ipynb", submissions)
-    masters = course_exercises(source)
-    if not any(masters.values()):
-        raise fail("--source", "master notebooks whose cells declare exercises "
-                   "(metadata 'exercise')", source)
-    out.mkdir(parents=True, exist_ok=True)
-    require_writable(out, "--out")
+    masters = _check_paths(submissions, out, source)
     found = find_submissions(submissions)
+    students = sorted({sub.student for sub in found}, key=shown)
+    hand = read_marks(marks, [shown(s) for s in students],
+                      _sorted_specs(s for v in masters.values() for s in v)) if marks else {}
+    protected = [source, out, submissions, *([Path(marks)] if marks else [])]
     results: list[dict | None] = [None] * len(found)
     with ThreadPoolExecutor(max_workers=jobs) as pool, tqdm(
             total=len(found), desc="grading", unit="notebook", disable=not progress) as bar:
-        futures = {pool.submit(grade_notebook, sub.path, masters, source, cell_timeout,
+        futures = {pool.submit(grade_notebook, sub, masters, source, protected, cell_timeout,
                                notebook_timeout): index for index, sub in enumerate(found)}
         for future in as_completed(futures):
             results[futures[future]] = future.result()
@@ -278,8 +288,19 @@ def grade_class(submissions: Path | str, out: Path | str, *, source: Path | str 
     for sub, result in zip(found, results, strict=True):
         graded.setdefault(sub.student, []).append(result)
     chapters = {r["notebook"] for r in results if r and r["notebook"]}
-    specs = sorted((s for name in chapters for s in masters[name]),
-                   key=lambda s: [int(p) if p.isdigit() else p for p in s.id.split(".")])
-    rows = [_merge(student, graded[student], specs) for student in sorted(graded)]
+    chapters |= {n for n, v in masters.items() for s in v if any(k[1] == s.id for k in hand)}
+    specs = _sorted_specs(s for name in chapters for s in masters[name])
+    files = feedback_names([shown(s) for s in students])
+    rows = []
+    for student in students:
+        row = merge_row(shown(student), graded[student], specs)
+        row["feedback"] = files[row["student"]]
+        if row["feedback"] != f"{row['student']}.md":
+            row["notes"].append(f"feedback in feedback/{row['feedback']} (the name "
+                                f"{row['student']!r} is not a safe file name as it is, or "
+                                "another student's reads the same)")
+        rows.append(row)
+    apply_marks(rows, specs, hand)
+    out.mkdir(parents=True, exist_ok=True)
     write_gradebook(rows, specs, out)
     return rows

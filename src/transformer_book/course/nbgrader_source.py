@@ -39,9 +39,14 @@ from typing import Any
 
 import nbformat
 
-from transformer_book.course.assignments import make_student_notebook, write_notebook_atomically
+from transformer_book.course.assignments import (
+    make_student_notebook,
+    read_notebooks,
+    require_apart,
+    write_notebook_atomically,
+)
 from transformer_book.course.exercise_cells import annotate
-from transformer_book.util.validation import BookError, fail
+from transformer_book.util.validation import BookError
 
 KEY = "exercise"
 _DELIMITER = re.compile(r"(BEGIN|END) (SOLUTION)")
@@ -141,14 +146,16 @@ def make_nbgrader_notebook(master: Any, name: str) -> Any:
 
 def make_nbgrader_sources(source_dir: Path | str, out_dir: Path | str) -> list[Path]:
     """Write the nbgrader source version of every ``source_dir/*.ipynb`` into ``out_dir``
-    (same names); returns the written paths."""
+    (same names); returns the written paths. As for
+    :func:`~transformer_book.course.assignments.make_assignments`, ``out_dir`` apart from
+    ``source_dir``, every notebook readable and every conversion done before the first
+    file is written."""
     source_dir, out_dir = Path(source_dir), Path(out_dir)
-    notebooks = sorted(source_dir.glob("*.ipynb"))
-    if not notebooks:
-        raise fail("source_dir", "a folder with .ipynb files", source_dir)
+    require_apart(out_dir, "out_dir", {"source_dir": source_dir})
+    converted = [(path, make_nbgrader_notebook(notebook, path.name))
+                 for path, notebook in read_notebooks(source_dir)]
     written = []
-    for path in notebooks:
-        notebook = make_nbgrader_notebook(nbformat.read(path, as_version=4), path.name)
+    for path, notebook in converted:
         write_notebook_atomically(notebook, out_dir / path.name)
         written.append(out_dir / path.name)
     return written
