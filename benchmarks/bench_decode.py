@@ -41,6 +41,7 @@ from transformer_book.data import load_multi30k
 from transformer_book.data.multi30k import DatasetUnavailableError
 from transformer_book.inference import encode_sources, load_trained, translate_ids
 from transformer_book.inference.beam import beam_search
+from transformer_book.inference.decoding import Beam, Greedy
 from transformer_book.inference.greedy import greedy_decode
 from transformer_book.nn.config import TransformerConfig
 from transformer_book.nn.transformer import Transformer
@@ -75,7 +76,7 @@ def run(quick: bool = False, clock: str = "wall") -> list[dict]:
         small = src[: size["beam_batch"]]
         beam = dict(max_len_a=0.0, max_len_b=steps, min_len=steps)
         t = medians(measure({
-            "beam": lambda: beam_search(model, small, beam_size=4, alpha=0.6, **beam),
+            "beam": lambda: beam_search(model, small, beam_size=4, alpha=0.6, fast=True, **beam),
             "greedy": lambda: greedy_decode(model, small, **fixed),
         }, size["repeats"], clock=clock))
         rows.append({
@@ -127,8 +128,8 @@ def _beam_vs_greedy(label: str, checkpoint: Path, german: list[str], repeats: in
     trained = load_trained(checkpoint)
     model = trained.model
     sources = encode_sources(trained.tokenizer, german, trained.model_config.max_len)
-    calls = {"beam": lambda: translate_ids(model, sources, beam_size=4, alpha=0.6),
-             "greedy": lambda: translate_ids(model, sources, beam_size=1)}
+    calls = {"beam": lambda: translate_ids(model, sources, Beam(beam_size=4, alpha=0.6)),
+             "greedy": lambda: translate_ids(model, sources, Greedy())}
     default = torch.get_num_threads()  # on a one-core machine, one thread is the default
     rows = []
     for threads, context in [(1, one_thread)] + ([(default, nullcontext)] if default > 1 else []):

@@ -48,6 +48,7 @@ from transformer_book.data import load_multi30k
 from transformer_book.data.tokenizer import EOS_ID as EOS
 from transformer_book.data.tokenizer import PAD_ID as PAD
 from transformer_book.inference import encode_sources, load_trained, score_corpus, translate_ids
+from transformer_book.inference.decoding import Beam
 from transformer_book.interop import ctranslate
 from transformer_book.interop.hf_export import export_checkpoint, quiet_transformers
 from transformer_book.util.env import cpu_name, torch_threads
@@ -89,7 +90,7 @@ def _engines(checkpoint: Path, folder: Path, threads: int
         return min(max(len(s) for s in batch) + EXTRA, max_len - 1)
 
     def course(batch, beam):
-        return translate_ids(trained.model, batch, beam_size=beam, alpha=ALPHA,
+        return translate_ids(trained.model, batch, Beam(beam_size=beam, alpha=ALPHA),
                              max_len_a=0.0, max_len_b=cap(batch))
 
     @torch.no_grad()

@@ -493,3 +493,53 @@ def test_evaluate_help_says_the_test_split_is_asked_for(capsys):
     assert "val (default) or test_2016_flickr; the test split must be asked for explicitly" in text
     assert "pre-declared protocol" in text
     assert "{last,best-val,best-val-bleu}" in text
+
+
+def test_translate_sample_as_a_user_runs_it(saved, capsys):
+    """--sample draws each token; the same --seed gives the same lines, a tiny --top-p
+    (or --temperature) is greedy search, the beam size of the config does not enter."""
+    sentences = ["Ein Hund.", "Eine Frau singt.", "Zwei Männer spielen Fußball.", "Ein Kind."]
+
+    def lines(*options: str) -> list[str]:
+        assert main(["translate", *sentences, "--checkpoint", str(saved), *options]) == 0
+        out = capsys.readouterr().out.splitlines()
+        assert len(out) == len(sentences), "one line per sentence"
+        return out
+
+    sampled = lines("--sample", "--seed", "3", "--temperature", "2.0", "--top-p", "0.9")
+    assert sampled == lines("--sample", "--seed", "3", "--temperature", "2.0", "--top-p", "0.9")
+    assert sampled != lines("--sample", "--seed", "4", "--temperature", "2.0", "--top-p", "0.9")
+    greedy = lines("--beam", "1")
+    assert lines("--sample", "--top-p", "1e-9") == greedy
+    assert lines("--sample", "--temperature", "1e-6", "--seed", "5") == greedy
+    assert lines("--sample") == lines("--sample", "--seed", "0", "--temperature", "1",
+                                      "--top-p", "1"), "the defaults"
+
+
+@pytest.mark.parametrize(("options", "message"), [
+    (["--sample", "--temperature", "0"], "--temperature: expected a finite number > 0, "
+                                         "received 0.0"),
+    (["--sample", "--temperature", "-1"], "--temperature: expected a finite number > 0"),
+    (["--sample", "--temperature", "inf"], "--temperature: expected a finite number > 0, "
+                                           "received inf"),
+    (["--sample", "--top-p", "0"], "--top-p: expected a finite number > 0 and <= 1, "
+                                   "received 0.0"),
+    (["--sample", "--top-p", "1.5"], "--top-p: expected a finite number >= 0 and <= 1, "
+                                     "received 1.5"),
+    (["--sample", "--seed", "-2"], "--seed: expected an integer >= 0, received -2"),
+    (["--temperature", "0.5"], "--temperature: expected --sample with it (a setting of "
+                               "sampling), received 0.5"),
+    (["--top-p", "0.5"], "--top-p: expected --sample with it"),
+    (["--seed", "1"], "--seed: expected --sample with it"),
+    (["--sample", "--beam", "4"], "--beam: expected no beam search setting with --sample, "
+                                  "received 4"),
+    (["--sample", "--alpha", "0.6"], "--alpha: expected no beam search setting with --sample"),
+    (["--sample", "--stop", "k_finished"], "--stop: expected no beam search setting with "
+                                           "--sample, received 'k_finished'"),
+])
+def test_bad_sampling_options_are_refused_before_the_checkpoint_is_read(options, message,
+                                                                        tmp_path, capsys):
+    """The checkpoint does not exist: the refusal names the option, so it came first."""
+    argv = ["translate", "Ein Hund.", "--checkpoint", str(tmp_path / "none"), *options]
+    assert main(argv) == 2
+    assert f"transformer-book translate: error: {message}" in _one_line(capsys)

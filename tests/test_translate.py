@@ -9,6 +9,7 @@ import torch
 from transformer_book.data.tokenizer import BPETokenizer
 from transformer_book.inference.averaging import average_checkpoints
 from transformer_book.inference.beam import beam_search
+from transformer_book.inference.decoding import Beam
 from transformer_book.inference.greedy import greedy_decode
 from transformer_book.inference.trained import load_trained, resolve_checkpoint
 from transformer_book.inference.translate import encode_sources, translate, translate_ids
@@ -43,8 +44,8 @@ def _sources(n: int = 9, seed: int = 0) -> list[list[int]]:
 def test_each_translation_is_the_sentence_decoded_alone(model, beam_size):
     """Limits are per sentence, so batching (here by a small max_tokens) changes nothing."""
     sources = _sources()
-    batched = translate_ids(model, sources, beam_size=beam_size, max_len_a=0.5, max_len_b=3)
-    few = translate_ids(model, sources, beam_size=beam_size, max_len_a=0.5, max_len_b=3,
+    batched = translate_ids(model, sources, Beam(beam_size), max_len_a=0.5, max_len_b=3)
+    few = translate_ids(model, sources, Beam(beam_size), max_len_a=0.5, max_len_b=3,
                         max_tokens=12)
     for source, out, other in zip(sources, batched, few, strict=True):
         src = torch.tensor([source])
@@ -71,7 +72,7 @@ def test_translate_ids_keeps_the_model_mode_and_the_input_order(model):
     [
         ([[4, 99]], {}, r"sources: expected token ids in \[0, vocab_size=24\)"),
         ([list(range(4, 24)) * 3], {}, r"sources: expected at most max_len=40 positions"),
-        ([[4]], {"beam_size": 0}, r"beam_size: expected an integer >= 1 and <= 24, received 0"),
+        ([[4]], {"beam_size": 0}, r"beam_size: expected an integer >= 1, received 0"),
         ([[4]], {"beam_size": 25}, r"beam_size: expected an integer >= 1 and <= 24, "
                                    r"received 25"),
         ([[4]], {"alpha": "0.6"}, r"alpha: expected a finite number >= 0 and <= 10, "
@@ -99,8 +100,11 @@ def test_translate_ids_keeps_the_model_mode_and_the_input_order(model):
     ],
 )
 def test_translate_ids_refuses_bad_input_before_decoding(model, sources, kwargs, match):
+    """Beam search's settings go to the strategy (Beam), the others to translate_ids."""
+    beam = {k: v for k, v in kwargs.items() if k in ("beam_size", "alpha", "stop")}
+    others = {k: v for k, v in kwargs.items() if k not in beam}
     with pytest.raises(BookError, match=match):
-        translate_ids(model, sources, **kwargs)
+        translate_ids(model, sources, Beam(**beam) if beam else None, **others)
 
 
 def test_translate_ids_refuses_a_model_that_is_no_transformer(model):
@@ -159,7 +163,7 @@ def test_load_trained_takes_the_newest_checkpoint_or_an_average(run_dir):
 def test_translate_uses_the_run_config_and_refuses_empty_sentences(run_dir):
     trained = load_trained(run_dir)
     ids = encode_sources(trained.tokenizer, TEXTS[:3], trained.model_config.max_len)
-    expected = translate_ids(trained.model, ids, beam_size=2, max_len_b=5)
+    expected = translate_ids(trained.model, ids, Beam(beam_size=2), max_len_b=5)
     assert translate(trained, TEXTS[:3]) == [trained.tokenizer.decode(row) for row in expected]
     with pytest.raises(BookError, match=r"sentences\[1\]: expected a non-empty sentence"):
         translate(trained, ["ein Mann", "  "])

@@ -11,6 +11,8 @@ Subcommands::
     transformer-book translate "Ein Mann fährt Fahrrad." --checkpoint runs/small [--beam 4]
                                [--alpha 0.6] [--stop exact|k_finished]
     transformer-book translate - --checkpoint runs/small < sentences.txt
+    transformer-book translate "Ein Hund." --checkpoint runs/small --sample
+                               [--temperature 1.0] [--top-p 1.0] [--seed 0]
     transformer-book evaluate --checkpoint runs/small [--split val|test_2016_flickr]
                               [--select last|best-val|best-val-bleu] [--average 5]
                               [--beam 4] [--limit K] [--results results]
@@ -138,18 +140,47 @@ def _check_decoding_arguments(args: argparse.Namespace) -> None:
     _check_device(args.device)
 
 
+def _sampling_settings(args: argparse.Namespace) -> dict[str, Any]:
+    """``--sample``'s ``--temperature``, ``--top-p`` and ``--seed`` as given (checked
+    before anything is loaded); none of them without ``--sample``, and no beam search
+    setting (``--beam``, ``--alpha``, ``--stop``) with it."""
+    from transformer_book.inference.decoding import check_temperature, check_top_p
+    from transformer_book.util.validation import require, require_int
+
+    given = {"--temperature": args.temperature, "--top-p": args.top_p, "--seed": args.seed}
+    if not args.sample:
+        for name, value in given.items():
+            require(value is None, name, "--sample with it (a setting of sampling)", repr(value))
+        return {}
+    for name, value in (("--beam", args.beam), ("--alpha", args.alpha), ("--stop", args.stop)):
+        require(value is None, name, "no beam search setting with --sample", repr(value))
+    if args.temperature is not None:
+        check_temperature(args.temperature, "--temperature")
+    if args.top_p is not None:
+        check_top_p(args.top_p, "--top-p")
+    if args.seed is not None:
+        require_int(args.seed, "--seed", minimum=0)
+    settings = {"temperature": args.temperature, "top_p": args.top_p, "seed": args.seed}
+    return {name: value for name, value in settings.items() if value is not None}
+
+
 def _cmd_translate(args: argparse.Namespace) -> int:
     from transformer_book.inference.trained import load_trained
     from transformer_book.inference.translate import translate
 
     _check_decoding_arguments(args)
+    sampling = _sampling_settings(args)
     sentences = _read_sentences(args.sentences)
     trained = load_trained(args.checkpoint, device=args.device)
-    lines = iter(translate(trained, [s for s in sentences if s], beam_size=args.beam,
-                           alpha=args.alpha, stop=args.stop,  # indices among the non-blank:
+    # A strategy by name, with its settings: sampling, or beam search (the config's beam
+    # size and α where --beam and --alpha are not given; a beam of one is greedy search).
+    beam = {"beam_size": args.beam, "alpha": args.alpha, "stop": args.stop or "exact"}
+    strategy, settings = ("sample", sampling) if args.sample else ("beam", beam)
+    lines = iter(translate(trained, [s for s in sentences if s], strategy, **settings,
+                           # indices among the non-blank:
                            argument="sentences" if all(sentences) else "non-blank sentences"))
-    for sentence in sentences:
-        print(next(lines) if sentence else "")
+    for sentence in sentences:  # a line break in a translation would shift every line after
+        print(" ".join(next(lines).splitlines()) if sentence else "")
     return 0
 
 
@@ -254,7 +285,16 @@ def _add_translate_parser(commands: Any) -> None:
                            help="source sentences; - reads one sentence per line from stdin "
                            "and prints one line per input line (a blank line stays blank)")
     _add_decoding_arguments(translate)
-    translate.set_defaults(run=_cmd_translate)
+    add = translate.add_argument
+    add("--sample", action="store_true",
+        help="sample each token (temperature and nucleus) instead of beam search")
+    add("--temperature", type=float, default=None,
+        help="with --sample: > 0; below 1 sharper, above 1 flatter (default 1)")
+    add("--top-p", type=float, default=None,
+        help="with --sample: sample from the fewest most probable tokens whose probability "
+        "reaches P, in (0, 1] (default 1: every token)")
+    add("--seed", type=int, default=None, help="with --sample: the random seed (default 0)")
+    translate.set_defaults(run=_cmd_translate, stop=None)  # None: not given (exact)
 
 
 def _add_evaluate_parser(commands: Any) -> None:

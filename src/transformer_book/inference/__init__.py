@@ -1,7 +1,7 @@
-"""From a trained model to scored translations (Sections 6.1-6.2): greedy and beam search,
-the output-length limit, translating text, checkpoint averaging, sacreBLEU (BLEU, chrF++,
-TER), the paired bootstrap that compares two systems, and :func:`evaluate`, which does it all
-for a loaded model.
+"""From a trained model to scored translations (Sections 6.1-6.2): greedy and beam search
+and sampling, behind one decoding-strategy protocol and registry; the output-length limit,
+translating text, checkpoint averaging, sacreBLEU (BLEU, chrF++, TER), the paired bootstrap
+that compares two systems, and :func:`evaluate`, which does it all for a loaded model.
 """
 
 from transformer_book.inference.averaging import (
@@ -9,13 +9,19 @@ from transformer_book.inference.averaging import (
 )
 from transformer_book.inference.beam import (
     STOPPING_RULES,
-    TOP_BLOCKS,
     beam_search,
     check_alpha,
     check_beam_size,
     length_penalty,
     score_hypothesis,
-    top_candidates,
+)
+from transformer_book.inference.decoding import (
+    DECODING_STRATEGIES,
+    Beam,
+    DecodingStrategy,
+    Greedy,
+    Sampling,
+    decoding_strategy,
 )
 from transformer_book.inference.evaluate import (
     BOOTSTRAP_RESAMPLES,
@@ -64,15 +70,19 @@ from transformer_book.inference.translate import (
 __all__ = [
     "BOOTSTRAP_RESAMPLES",
     "BOOTSTRAP_SEED",
+    "DECODING_STRATEGIES",
     "MAX_SENTENCES_PER_BATCH",
     "SIGNIFICANCE_LEVEL",
     "SIGNIFICANCE_METRICS",
     "STOPPING_RULES",
-    "TOP_BLOCKS",
+    "Beam",
     "Comparison",
     "CorpusScores",
     "Decoding",
+    "DecodingStrategy",
     "Evaluation",
+    "Greedy",
+    "Sampling",
     "Stepper",
     "TrainedModel",
     "average_checkpoints",
@@ -83,6 +93,7 @@ __all__ = [
     "check_decoding",
     "check_texts",
     "compare_systems",
+    "decoding_strategy",
     "encode_sources",
     "evaluate",
     "evaluation_mode",
@@ -94,7 +105,6 @@ __all__ = [
     "resolve_checkpoint",
     "score_corpus",
     "score_hypothesis",
-    "top_candidates",
     "translate",
     "translate_ids",
     "write_evaluation",

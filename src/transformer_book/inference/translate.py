@@ -3,7 +3,8 @@
 Section 6.1: "We used beam search with a beam size of 4 and length penalty α = 0.6 ... We
 set the maximum output length during inference to input length + 50, but terminate early
 when possible." The CLI's ``translate`` and ``evaluate``, chapter 11 and the training loop's
-validation BLEU all go through :func:`translate_ids`. Each sentence's length budget is
+validation BLEU all go through :func:`translate_ids`, which decodes with any
+:class:`~transformer_book.inference.decoding.DecodingStrategy`. Each sentence's length budget is
 ``max_len_a · |x| + max_len_b`` for its own length ``|x|``
 (:func:`~transformer_book.inference.lengths.output_length_limits`, which greedy and beam
 search both call), so a translation does not depend on which sentences share its batch.
@@ -13,20 +14,19 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Sequence
+from typing import Any, cast
 
 import numpy as np
 import torch
-from torch import nn
 
 from transformer_book.data.batching import pad_sequences
 from transformer_book.data.tokenizer import BPETokenizer
-from transformer_book.inference.beam import (
-    STOPPING_RULES,
-    beam_search,
-    check_alpha,
-    check_beam_size,
+from transformer_book.inference.decoding import (
+    DECODING_STRATEGIES,
+    DecodingStrategy,
+    Greedy,
+    decoding_strategy,
 )
-from transformer_book.inference.greedy import greedy_decode
 from transformer_book.inference.trained import TrainedModel
 from transformer_book.nn.transformer import Transformer
 from transformer_book.util.validation import (
@@ -89,7 +89,7 @@ def _batches(lengths: Sequence[int], max_tokens: int) -> list[list[int]]:
     return batches
 
 
-def _check_sources(model: nn.Module, sources: Sequence[Sequence[int]]) -> None:
+def _check_sources(model: Transformer, sources: Sequence[Sequence[int]]) -> None:
     """Every source a list of ids the model can read. The values are checked here, once per
     call and on the CPU, before anything goes to the model's device: all the sources in one
     ``(N, longest)`` tensor, built from one flat array (a few ms for 1,000 sentences, where
@@ -111,7 +111,7 @@ def _check_sources(model: nn.Module, sources: Sequence[Sequence[int]]) -> None:
     model.check_ids(ids, "sources")  # ids in range, at most max_len positions
 
 
-def _model_device(model: nn.Module, device: torch.device | str | None) -> torch.device:
+def _model_device(model: Transformer, device: torch.device | str | None) -> torch.device:
     """The device to decode on: the model's; ``device``, if given, must name it (``"cuda"``
     names ``cuda:0``): sources on another device than the weights cannot be decoded."""
     own = next(model.parameters()).device
@@ -129,48 +129,44 @@ def _model_device(model: nn.Module, device: torch.device | str | None) -> torch.
 
 @torch.no_grad()
 def translate_ids(
-    model: nn.Module,
+    model: Transformer,
     sources: Sequence[Sequence[int]],
+    strategy: DecodingStrategy | None = None,
     *,
-    beam_size: int = 1,
-    alpha: float = 0.6,
     max_len_a: float = 1.0,
     max_len_b: int = 50,
     max_tokens: int = 4096,
     device: torch.device | str | None = None,
-    stop: str = "exact",
 ) -> list[list[int]]:
     """Decode every source (lists of BPE ids), in the input order, without special tokens.
 
-    ``beam_size == 1`` is greedy decoding; otherwise beam search with length penalty
-    ``alpha`` (Section 6.1) and stopping rule ``stop`` (see
-    :func:`~transformer_book.inference.beam.beam_search`). Sources are decoded in
-    length-sorted batches of at most ``max_tokens`` source tokens; each translation has at
-    most ``max_len_a · |x| + max_len_b`` tokens, ``|x|`` its own source's length.
-    Every argument is checked before anything is decoded: ``beam_size`` in ``[1,
-    vocab_size]`` and ``alpha`` in ``[0, MAX_ALPHA]`` (also with greedy decoding, which does
-    not use it: a value that is recorded must be one that could have been used).
+    ``strategy`` is a :class:`~transformer_book.inference.decoding.DecodingStrategy`:
+    ``Greedy()`` (the default), ``Beam(beam_size=4, alpha=0.6)`` (Section 6.1),
+    ``Sampling(temperature, top_p, seed)``, or any other
+    (:data:`~transformer_book.inference.decoding.DECODING_STRATEGIES`). Sources are decoded
+    in length-sorted batches of at most ``max_tokens`` source tokens; each translation has
+    at most ``max_len_a · |x| + max_len_b`` tokens, ``|x|`` its own source's length. Every
+    argument is checked before anything is decoded (the strategy's settings against the
+    model by its ``check``: a beam no wider than the vocabulary).
     """
     require(isinstance(model, Transformer), "model", "a transformer_book Transformer",
             type(model).__name__)
+    strategy = Greedy() if strategy is None else strategy
+    require(isinstance(strategy, DecodingStrategy), "strategy",
+            "a decoding strategy (check and search methods), e.g. Beam(beam_size=4)",
+            type(strategy).__name__)
     config = model.config
-    check_beam_size(beam_size, config.vocab_size)
-    check_alpha(alpha, config.max_len)
+    strategy.check(config)
     require_number(max_len_a, "max_len_a", minimum=0)
     require_int(max_len_b, "max_len_b", minimum=0)
     require_positive_int(max_tokens, "max_tokens")
-    require_one_of(stop, "stop", STOPPING_RULES)
     device = _model_device(model, device)
     _check_sources(model, sources)
     outputs: list[list[int]] = [[] for _ in sources]
     specials = {config.pad_id, config.bos_id, config.eos_id}
     for batch in _batches([len(s) for s in sources], max_tokens):
         src = pad_sequences([list(sources[i]) for i in batch], config.pad_id).to(device)
-        if beam_size == 1:
-            hyps = greedy_decode(model, src, max_len_a=max_len_a, max_len_b=max_len_b)
-        else:
-            hyps = beam_search(model, src, beam_size=beam_size, alpha=alpha,
-                               max_len_a=max_len_a, max_len_b=max_len_b, stop=stop)
+        hyps = strategy.search(model, src, max_len_a=max_len_a, max_len_b=max_len_b)
         for i, hyp in zip(batch, hyps, strict=True):
             ids = [int(t) for t in hyp]
             if config.eos_id in ids:
@@ -179,24 +175,35 @@ def translate_ids(
     return outputs
 
 
+# Settings a strategy takes from the run config's [decode] section unless given.
+_CONFIG_SETTINGS = {"beam": ("beam_size", "alpha")}
+
+
 def translate(
     trained: TrainedModel,
     sentences: Sequence[str],
+    strategy: str = "beam",
     *,
-    beam_size: int | None = None,
-    alpha: float | None = None,
     max_tokens: int = 4096,
     argument: str = "sentences",
-    stop: str = "exact",
+    **settings: Any,
 ) -> list[str]:
-    """Translate source sentences with a loaded model; decoding settings default to the
-    run config's ``[decode]`` section (Section 6.1: beam 4, α = 0.6, length input + 50).
-    ``stop`` is beam search's stopping rule
-    (:func:`~transformer_book.inference.beam.beam_search`)."""
+    """Translate source sentences with a loaded model and the decoding strategy named
+    ``strategy`` in :data:`~transformer_book.inference.decoding.DECODING_STRATEGIES`, made
+    with ``settings``: ``"beam"`` (the default: ``beam_size``, ``alpha``, ``stop``; a beam
+    of one is greedy search), ``"greedy"``, ``"sample"`` (``temperature``, ``top_p``,
+    ``seed``). Beam size and α default to the run config's ``[decode]`` section, as do the
+    length limits (Section 6.1: beam 4, α = 0.6, length input + 50). ``argument`` names
+    ``sentences`` in error messages.
+    """
+    require_one_of(strategy, "strategy", tuple(DECODING_STRATEGIES))
     dec = trained.run_config.decode
+    for name in _CONFIG_SETTINGS.get(strategy, ()):
+        if settings.get(name) is None:
+            settings[name] = getattr(dec, name)
+    chosen = decoding_strategy(strategy, **settings)
     ids = encode_sources(trained.tokenizer, sentences, trained.model_config.max_len, argument)
-    beam_size = dec.beam_size if beam_size is None else beam_size
-    out = translate_ids(trained.model, ids, beam_size=beam_size,
-                        alpha=dec.alpha if alpha is None else alpha, max_len_a=dec.max_len_a,
-                        max_len_b=dec.max_len_b, max_tokens=max_tokens, stop=stop)
+    model = cast(Transformer, trained.model)  # translate_ids checks that it is one
+    out = translate_ids(model, ids, chosen, max_len_a=dec.max_len_a,
+                        max_len_b=dec.max_len_b, max_tokens=max_tokens)
     return [trained.tokenizer.decode(row) for row in out]
