@@ -106,8 +106,8 @@ def check_compatible(meta: dict[str, Any], run_config: RunConfig, config: Transf
     saved_world = extra.get("world_size", 1)
     if saved_world != world_size:
         raise ConfigMismatchError(
-            f"resume: expected {saved_world} processes as when {path} was written (the data "
-            f"position depends on it), received {world_size}")
+            f"resume: expected {saved_world} processes as when {path} was written (the batches "
+            f"each process takes depend on it), received {world_size}")
 
 
 def check_resumable(checkpoint: Path, run_config: RunConfig, world_size: int,
