@@ -123,7 +123,7 @@ def save_checkpoint(
         step: number of optimizer updates so far.
         tokenizer_path / tokenizer_json: a tokenizer file to copy, or its JSON text.
         optimizer / scheduler: saved to ``optimizer.pt`` for resuming.
-        extra: any JSON-serialisable run state (losses, data position, ...).
+        extra: any JSON-serialisable run state (losses, where the run stands, ...).
         rng_state: from :func:`capture_rng_state`; captured now when omitted.
     """
     require(isinstance(model, nn.Module), "model", "a torch.nn.Module", type(model).__name__)
