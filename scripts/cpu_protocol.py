@@ -31,7 +31,7 @@ import sys
 from pathlib import Path
 
 from transformer_book.data.multi30k import load_multi30k
-from transformer_book.inference.evaluate import evaluate, write_evaluation
+from transformer_book.inference.evaluation import evaluate, write_evaluation
 from transformer_book.inference.significance import compare_systems
 from transformer_book.inference.trained import load_trained
 from transformer_book.util.records import read_records, write_record

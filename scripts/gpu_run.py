@@ -59,7 +59,7 @@ sys.path.insert(0, str(ROOT / "src"))  # this checkout's package, as the childre
 
 import torch  # noqa: E402 (after the path: a copy of the tree need not be installed)
 
-from transformer_book.inference.evaluate import evaluate, write_evaluation  # noqa: E402
+from transformer_book.inference.evaluation import evaluate, write_evaluation  # noqa: E402
 from transformer_book.inference.trained import load_trained  # noqa: E402
 from transformer_book.util.validation import BookError  # noqa: E402
 

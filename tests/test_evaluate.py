@@ -275,7 +275,7 @@ SOURCES = ["Ein Mann mit einem orangefarbenen Hut.", "Ein Boston Terrier läuft.
 def fixed_hypotheses(monkeypatch):
     """The model's translations replaced by HYPOTHESES (an untrained model's outputs would
     score 0 everywhere): the calls to translate are kept to be checked."""
-    module = importlib.import_module("transformer_book.inference.evaluate")
+    module = importlib.import_module("transformer_book.inference.evaluation")
     calls = []
 
     def translate(trained, sentences, **settings):

@@ -185,7 +185,7 @@ def _cmd_translate(args: argparse.Namespace) -> int:
 
 
 def _cmd_evaluate(args: argparse.Namespace) -> int:
-    from transformer_book.inference.evaluate import evaluate, write_evaluation
+    from transformer_book.inference.evaluation import evaluate, write_evaluation
     from transformer_book.inference.trained import load_trained
     from transformer_book.util.files import atomic_write_text
     from transformer_book.util.timing import Stopwatch

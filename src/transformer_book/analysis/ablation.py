@@ -15,7 +15,7 @@ pieces: the token-budget sampler, the training step
 (:func:`~transformer_book.train.step.train_step`, the loop's own), the validation loss
 (:func:`~transformer_book.train.validate.validation_loss`) and training's greedy BLEU
 (:func:`~transformer_book.train.validate.greedy_bleu`, sacreBLEU through
-:func:`~transformer_book.inference.evaluate.evaluate`). Full training runs (checkpoints,
+:func:`~transformer_book.inference.evaluation.evaluate`). Full training runs (checkpoints,
 resume, AMP, DDP) are :func:`transformer_book.train.loop.train`.
 
 Row (B) of Table 3 shrinks the key size d_k while h and d_v stay fixed:

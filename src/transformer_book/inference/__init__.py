@@ -23,7 +23,7 @@ from transformer_book.inference.decoding import (
     Sampling,
     decoding_strategy,
 )
-from transformer_book.inference.evaluate import (
+from transformer_book.inference.evaluation import (
     BOOTSTRAP_RESAMPLES,
     BOOTSTRAP_SEED,
     Decoding,

@@ -19,7 +19,7 @@ from torch import nn
 
 from transformer_book.data.batching import TokenBudgetSampler
 from transformer_book.data.tokenizer import PAD_ID
-from transformer_book.inference.evaluate import Evaluation, evaluate
+from transformer_book.inference.evaluation import Evaluation, evaluate
 from transformer_book.inference.trained import TrainedModel
 from transformer_book.nn.config import TransformerConfig
 from transformer_book.nn.transformer import Transformer
@@ -86,7 +86,7 @@ def greedy_bleu(model: nn.Module, data: PreparedData, sentences: int, *,
                 run_config: RunConfig, max_tokens: int, precision: str = "fp32"
                 ) -> Evaluation:
     """sacreBLEU of greedy translations of the first ``sentences`` val sources against their
-    references, through :func:`~transformer_book.inference.evaluate.evaluate` (Section 6.1
+    references, through :func:`~transformer_book.inference.evaluation.evaluate` (Section 6.1
     decodes with beam search; greedy is the cheap check during training: BLEU alone, no
     chrF++, TER or bootstrap interval).
 
