@@ -16,6 +16,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable, Sequence
 from pathlib import Path
+from typing import Any
 
 import torch
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
@@ -220,7 +221,7 @@ class BPETokenizer:
         require(not bad, argument, f"token ids in [0, {self.vocab_size})", bad[:5])
 
     @staticmethod
-    def _as_list(ids: Ids, argument: str, ndim: int) -> list:
+    def _as_list(ids: Sequence[Any] | torch.Tensor, argument: str, ndim: int) -> list:
         if isinstance(ids, torch.Tensor):
             require(ids.ndim == ndim and not ids.is_floating_point(), argument,
                     f"a {ndim}-D integer tensor", f"{ids.dtype} of shape {tuple(ids.shape)}")

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import random
 import re
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass
 
 import torch
@@ -116,7 +116,9 @@ def make_toy_task(
     require_positive_int(max_len, "max_len")
     require(min_len <= max_len, "min_len", f"at most max_len={max_len}", min_len)
     require_int(vocab_size, "vocab_size", minimum=FIRST_TOKEN_ID + 1)
-    transform = {"copy": list, "reverse": lambda s: s[::-1], "sort": sorted}[name]
+    transforms: dict[str, Callable[[list[int]], list[int]]] = {
+        "copy": list, "reverse": lambda s: s[::-1], "sort": sorted}
+    transform = transforms[name]
     excluded = {tuple(source) for source in exclude}
     symbols = vocab_size - FIRST_TOKEN_ID
     left = sum(symbols**n - sum(len(s) == n for s in excluded)
