@@ -6,6 +6,11 @@ tokenizer and generation config, the CTranslate2 conversion, the refusals, and t
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -20,6 +25,7 @@ from transformer_book.data.tokenizer import BPETokenizer
 from transformer_book.inference.greedy import greedy_decode
 from transformer_book.inference.trained import load_trained
 from transformer_book.interop import ctranslate, hf_export
+from transformer_book.interop.export_folder import recover_leftovers
 from transformer_book.interop.hf_export import (
     MARKER,
     export_checkpoint,
@@ -308,6 +314,72 @@ def test_a_failed_export_leaves_nothing_behind(fitted, tmp_path, monkeypatch):
     with pytest.raises(RuntimeError, match="interrupted"):
         export_checkpoint(fitted, tmp_path / "hf")
     assert list(tmp_path.iterdir()) == []
+
+
+def test_an_earlier_export_holding_a_file_it_did_not_write_is_refused(fitted, tmp_path,
+                                                                      capsys):
+    out = tmp_path / "hf"
+    assert main(["export", "--checkpoint", str(fitted / checkpoint_name(20)),
+                 "--out", str(out)]) == 0
+    (out / "notes.txt").write_text("keep me")
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    assert main(["export", "--checkpoint", str(fitted), "--out", str(out)]) == 2
+    assert "holding files it did not write: notes.txt" in _one_line(capsys)
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["hf"]
+
+
+def test_export_into_the_current_folder_is_one_line(fitted, tmp_path, capsys, monkeypatch):
+    out = tmp_path / "hf"
+    assert main(["export", "--checkpoint", str(fitted / checkpoint_name(20)),
+                 "--out", str(out)]) == 0
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    (out / "sub").mkdir()
+    for here, argument in ((out, "."), (out / "sub", "..")):
+        monkeypatch.chdir(here)
+        assert main(["export", "--checkpoint", str(fitted), "--out", argument]) == 2
+        assert "which holds the current folder" in _one_line(capsys)
+    (out / "sub").rmdir()
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["hf"]
+
+
+WRAPPER = Path(__file__).resolve().parent / "export_fault_wrapper.py"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("mode, left", [("write", 20), ("swap", 20), ("cleanup", 40),
+                                        ("between", None)])
+def test_a_kill_during_an_export_leaves_the_old_or_the_new_one(fitted, tmp_path, capsys,
+                                                               mode, left):
+    """SIGKILL (its own process, tests/export_fault_wrapper.py) at each moment of replacing
+    the export of step 20 by step 40's: ``--out`` holds one of them, complete (on a system
+    without the atomic exchange, a kill between its two renames leaves the old one aside,
+    and the next export puts it back); the next export deletes the leftovers."""
+    out = tmp_path / "hf"
+    assert main(["export", "--checkpoint", str(fitted / checkpoint_name(20)),
+                 "--out", str(out)]) == 0
+    child = subprocess.run([sys.executable, str(WRAPPER), mode, str(fitted), str(out)],
+                           capture_output=True, text=True, timeout=600,
+                           env={**os.environ, "OMP_NUM_THREADS": "1"})
+    assert child.returncode == -signal.SIGKILL, child.stderr[-2000:]
+    left_behind = sorted(p.name.split("-")[0] for p in tmp_path.iterdir() if p.name != "hf")
+    if left is None:  # the old export aside, the new one complete in its temporary folder
+        assert not out.exists() and left_behind == [".hf.old", ".hf.tmp"], left_behind
+        assert [p.name[:8] for p in recover_leftovers(out, MARKER)] == [".hf.tmp-"]
+        left = 20
+    else:
+        assert left_behind == [".hf.tmp"], left_behind
+    steps = json.loads((out / MARKER).read_text())["steps"]
+    assert steps == [left]
+    assert sorted(json.loads((out / MARKER).read_text())["files"] + [MARKER]) == sorted(
+        p.name for p in out.iterdir())
+    capsys.readouterr()
+    assert main(["export", "--checkpoint", str(fitted), "--out", str(out)]) == 0
+    if mode != "between":
+        assert "removed what an interrupted export left: .hf." in capsys.readouterr().out
+    assert [p.name for p in tmp_path.iterdir()] == ["hf"]
+    assert json.loads((out / MARKER).read_text())["steps"] == [40]
 
 
 # ----------------------------------------------------------------------------- the benchmark

@@ -26,10 +26,12 @@ computes to other float32 values than the course's table. Before the folder is p
 the export loads it back with ``transformers`` and compares its logits with the course
 model's in float64 on a padded batch.
 
-The folder is written next to ``out`` under a temporary name and renamed into place, so
-``out`` is never half written. ``out`` must be new, empty, or an earlier export (recognised by
-its ``transformer_book_export.json``), which is then replaced; any other non-empty folder is
-refused, so an export never deletes files it did not write.
+The export is a transaction (:mod:`~transformer_book.interop.export_folder`): written
+next to ``out`` under a temporary name and exchanged with ``out`` in one step, so a kill at
+any moment leaves the old export or the new one there, and the next export deletes what an
+interrupted one left. ``out`` must be new, empty, or an earlier export (recognised by its
+``transformer_book_export.json``, which lists the files it wrote) holding only its own
+files; any other folder is refused, so an export never deletes files it did not write.
 """
 
 from __future__ import annotations
@@ -38,9 +40,7 @@ import argparse
 import contextlib
 import copy
 import json
-import os
 import shutil
-import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -57,10 +57,17 @@ from transformers import (
 
 from transformer_book.data.tokenizer import SPECIAL_TOKENS
 from transformer_book.inference.trained import TrainedModel, load_trained
+from transformer_book.interop.export_folder import (
+    check_replaceable,
+    exported_files,
+    new_temporary,
+    recover_leftovers,
+    swap_into_place,
+)
 from transformer_book.nn.config import TransformerConfig
 from transformer_book.nn.transformer import Transformer
 from transformer_book.run.checkpoint import TOKENIZER
-from transformer_book.util.files import atomic_write_json, atomic_write_text, require_writable
+from transformer_book.util.files import atomic_write_json, atomic_write_text
 from transformer_book.util.records import git_commit
 from transformer_book.util.validation import require, require_positive_int
 
@@ -294,26 +301,9 @@ def logit_difference(model: Transformer, marian: torch.nn.Module, *, seed: int =
 
 def check_output_folder(out: str | Path, argument: str = "out") -> Path:
     """``out`` may be written: a new or empty folder, or an earlier export (its
-    :data:`MARKER`), in a place this user may write to."""
-    out = Path(out)
-    require_writable(out, argument)
-    if out.is_dir() and any(out.iterdir()):
-        require((out / MARKER).is_file(), argument,
-                f"a new or empty folder, or an earlier export (holding {MARKER}), to replace",
-                f"{out}, a folder of other files")
-    return out
-
-
-def _swap_into_place(temp: Path, out: Path) -> None:
-    """Rename the finished ``temp`` to ``out``; an earlier export there is moved aside
-    first and deleted after."""
-    if out.exists() and any(out.iterdir()):
-        old = Path(tempfile.mkdtemp(prefix=f".{out.name}.old-", dir=out.parent))
-        os.replace(out, old / out.name)
-        os.replace(temp, out)
-        shutil.rmtree(old)
-    else:
-        os.replace(temp, out)  # over an empty folder, or where there was none
+    :data:`MARKER`) holding only the files it wrote, in a place this user may write to,
+    not the current folder (:func:`~transformer_book.interop.export_folder.check_replaceable`)."""
+    return check_replaceable(out, argument, MARKER)
 
 
 def _card(trained: TrainedModel, steps: list[int]) -> str:
@@ -333,11 +323,11 @@ def export_model(trained: TrainedModel, out: str | Path, argument: str = "out"
     """Write ``trained`` (from :func:`load_trained`) as a Marian folder at ``out`` (see
     the module docstring): built, saved into a temporary sibling, loaded back and compared
     in float64 (max |Δlogit| <= 1e-9, else an ``AssertionError``: a bug), then renamed."""
+    recover_leftovers(out, MARKER)
     out = check_output_folder(out, argument)
     steps = list(trained.selection.get("averaged_steps", [trained.step]))
     marian = to_marian(trained.model)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    temp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
+    temp = new_temporary(out)
     try:
         with quiet_transformers():
             marian.save_pretrained(temp)
@@ -349,15 +339,16 @@ def export_model(trained: TrainedModel, out: str | Path, argument: str = "out"
         difference = logit_difference(trained.model, loaded)
         assert difference <= 1e-9, f"exported logits differ by {difference}"
         atomic_write_text(temp / "README.md", _card(trained, steps))
-        atomic_write_json(temp / MARKER, {
-            "format": 1, "checkpoints": [str(p) for p in trained.checkpoints],
+        atomic_write_json(temp / MARKER, {  # last: a folder holding it is complete
+            "format": 2, "files": exported_files(temp),
+            "checkpoints": [str(p) for p in trained.checkpoints],
             "steps": steps, "selection": trained.selection,
             "model_config": trained.model_config.to_dict(),
             "residual_permutation": "Marian coordinate m = course coordinate perm[m], "
                                     "perm = (0, 2, ..., d-2, 1, 3, ..., d-1)",
             "max_abs_logit_difference_float64": difference,
             "transformers": transformers.__version__, "git": git_commit()})
-        _swap_into_place(temp, out)
+        swap_into_place(temp, out)
     except BaseException:
         shutil.rmtree(temp, ignore_errors=True)
         raise
@@ -382,6 +373,9 @@ def export_command(args: argparse.Namespace) -> int:
     """``transformer-book export``: the arguments checked before anything is loaded."""
     if args.average is not None:
         require_positive_int(args.average, "--average")
+    removed = recover_leftovers(args.out, MARKER)
+    if removed:
+        print(f"removed what an interrupted export left: {', '.join(p.name for p in removed)}")
     check_output_folder(args.out, "--out")
     trained = load_trained(args.checkpoint, average=args.average)
     check_exportable(trained.model_config, f"--checkpoint {args.checkpoint}")
