@@ -22,7 +22,8 @@ def add_export_parser(commands: Any, run: Callable[[argparse.Namespace], int]) -
     add("--checkpoint", required=True, type=Path,
         help="a checkpoint folder or a run folder (its newest checkpoint)")
     add("--out", required=True, type=Path,
-        help="the folder to write: new, empty, or an earlier export (replaced atomically)")
+        help="the folder to write: new, empty, or an earlier export holding only the files "
+        "it wrote (replaced in one step; a kill leaves the old or the new export)")
     add("--average", type=int, default=None,
         help="export the average of the N checkpoints ending at --checkpoint (Section 6.1)")
     export.set_defaults(run=run)
