@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import shutil
+import subprocess
+import time
 
 import pytest
 import torch
@@ -111,11 +114,11 @@ def test_translate_refuses_empty_and_overlong_input(run, capsys):
 @pytest.mark.slow
 def test_evaluate_with_limit_and_averaging(run, capsys):
     results = run / "eval-results"
-    code = main(["evaluate", "--checkpoint", str(run / "run"), "--split", "test_2016_flickr",
+    code = main(["evaluate", "--checkpoint", str(run / "run"), "--split", "val",
                  "--beam", "2", "--limit", "20", "--results", str(results)])
     assert code == 0
     assert "BLEU" in capsys.readouterr().out
-    record = _record(results, "evaluate-run-test_2016_flickr")
+    record = _record(results, "evaluate-run-val")
     assert record["num_hypotheses"] == 20 and record["averaged"] == 1
     assert record["signature"].startswith("nrefs:1|case:mixed")
     assert record["lowercase_intl_signature"].startswith("nrefs:1|case:lc")
@@ -354,8 +357,14 @@ def test_unusable_output_paths_are_refused_before_any_work(tmp_path, capsys):
          f"received {tmp_path}, a folder"),
         (["evaluate", "--checkpoint", str(out), "--hypotheses", str(tmp_path / "no" / "h.txt")],
          "--hypotheses: expected a file in an existing folder"),
-        (["evaluate", "--checkpoint", str(out), "--split", "test"],
-         "--split: expected one of ['train', 'val', 'test_2016_flickr'], received 'test'"),
+        (["evaluate", "--checkpoint", str(out), "--split", "dev"],
+         "--split: expected one of ['test', 'test_2016_flickr', 'train', 'val', 'valid'], "
+         "received 'dev'"),
+        (["evaluate", "--checkpoint", str(out), "--split", "test_2016_flickr"],
+         "--plan: expected a plan committed before training (results/plans/*.toml) to read "
+         "a test split, received none"),
+        (["evaluate", "--checkpoint", str(out), "--plan", str(afile)],
+         "--plan: expected only with a test split, received val"),
     ]
     for argv, message in cases:
         assert main(argv) == 2, argv
@@ -490,8 +499,8 @@ def test_evaluate_help_says_the_test_split_is_asked_for(capsys):
     with pytest.raises(SystemExit):
         main(["evaluate", "--help"])
     text = " ".join(capsys.readouterr().out.split()).replace("- ", "-")  # wrapped at hyphens
-    assert "val (default) or test_2016_flickr; the test split must be asked for explicitly" in text
-    assert "pre-declared protocol" in text
+    assert "val (default) or test_2016_flickr for Multi30k" in text
+    assert "a test split is read only with --plan, once per system" in text
     assert "{last,best-val,best-val-bleu}" in text
 
 
@@ -543,3 +552,63 @@ def test_bad_sampling_options_are_refused_before_the_checkpoint_is_read(options,
     argv = ["translate", "Ein Hund.", "--checkpoint", str(tmp_path / "none"), *options]
     assert main(argv) == 2
     assert f"transformer-book translate: error: {message}" in _one_line(capsys)
+
+
+PLAN = """\
+name = "cli-demo"
+split = "test_2016_flickr"
+systems = ["seed-0"]
+val_criterion = "val BLEU, beam 2"
+checkpoint_rules = ["last"]
+alpha = 0.6
+beam = 2
+stopping_rule = "max_steps = 20"
+seeds = [0]
+"""
+
+
+def _git(root, *args):
+    env = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.org", "HOME": str(root),
+           "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@example.org",
+           "PATH": "/usr/bin:/bin:/usr/local/bin"}
+    subprocess.run(["git", "-C", str(root), *args], check=True, capture_output=True, env=env)
+
+
+@pytest.mark.slow
+def test_a_test_read_needs_a_plan_committed_before_training_and_happens_once(run, capsys,
+                                                                            tmp_path):
+    """The plan rule from the command line: a plan committed after the run's first
+    checkpoint is refused; one committed before it reads the test split once for its
+    system, with a ledger line and the translations kept; a second read is refused."""
+    repo = tmp_path / "repo"
+    (repo / "results" / "plans").mkdir(parents=True)
+    _git(repo, "init", "-q")
+    plan = repo / "results" / "plans" / "cli-demo.toml"
+    plan.write_text(PLAN, encoding="utf-8")
+    argv = ["evaluate", "--checkpoint", str(run / "run"), "--split", "test_2016_flickr",
+            "--beam", "2", "--limit", "5", "--plan", str(plan), "--system", "seed-0"]
+    assert main(argv) == 2
+    assert "(not committed)" in _one_line(capsys)
+    _git(repo, "add", str(plan))
+    _git(repo, "commit", "-q", "-m", "plan")
+    assert main(argv) == 2, "the run was trained before the plan was committed"
+    assert "a plan committed before the run" in _one_line(capsys)
+
+    copy = tmp_path / "later"  # the same run, as if trained after the plan
+    shutil.copytree(run / "run", copy / "run")
+    later = time.time() + 60
+    for checkpoint in (copy / "run").glob("step_*"):
+        os.utime(checkpoint, (later, later))
+    argv[2] = str(copy / "run")
+    assert main([*argv, "--system", "seed-9"]) == 2
+    assert "--system: expected one of plan 'cli-demo'" in _one_line(capsys)
+    assert main(argv) == 0
+    assert "test read entered in the ledger" in capsys.readouterr().out
+    (entry,) = [json.loads(line) for line in
+                (repo / "results" / "test_reads.jsonl").read_text().splitlines()]
+    assert entry["plan"] == "cli-demo" and entry["system"] == "seed-0"
+    assert entry["split"] == "test_2016_flickr" and 0 <= entry["bleu"] <= 100
+    kept = repo / entry["translations"]
+    assert len(kept.read_text(encoding="utf-8").splitlines()) == 5, "one line per sentence"
+    assert main(argv) == 2
+    assert "a plan reads its split once per system" in _one_line(capsys)

@@ -4,7 +4,7 @@ Subcommands::
 
     transformer-book env                          # versions, device, threads
     transformer-book assignments --out DIR [--nbgrader]  # student notebooks / nbgrader sources
-    transformer-book grade SUBMISSIONS --out DIR  # grade a class's notebooks (grades.csv)
+    transformer-book grade SUBMISSIONS --out DIR [--marks marks.csv]  # grades.csv, feedback
     transformer-book train --config configs/small.toml [--out runs/small] [--results results]
                            [--max-steps N] [--max-minutes M] [--no-resume] [--device D]
                            [--bleu-sentences 200] [--val-sentences K] [--quiet]
@@ -34,6 +34,7 @@ Each subcommand is a function ``_cmd_<name>(args) -> int`` registered in
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -191,19 +192,62 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
     from transformer_book.util.timing import Stopwatch
 
     _check_evaluate_arguments(args)
+    plan = None if args.plan is None else _check_plan(args)
     with Stopwatch() as wall:
         trained = load_trained(args.checkpoint, device=args.device, average=args.average,
                                select=args.select)
         print(_describe_selection(trained.selection))
+        if plan is not None:
+            _check_planned_before(plan, trained)
         evaluation = evaluate(trained, split=args.split, limit=args.limit, beam_size=args.beam,
                               alpha=args.alpha, stop=args.stop)
         print(evaluation)
         if args.hypotheses is not None:
             atomic_write_text(args.hypotheses, "\n".join(evaluation.hypotheses) + "\n")
+    path = None
     if args.results is not None:
         path = write_evaluation(args.results, evaluation, trained, args.argv, wall.seconds)
         print(f"record: {path}")
+    if plan is not None:
+        _record_test_read(plan, args, evaluation, path)
     return 0
+
+
+def _check_plan(args: argparse.Namespace) -> Any:
+    """The plan a test read needs: committed, naming this split and system, not yet read
+    for them (:mod:`transformer_book.run.plans`); checked before anything is loaded."""
+    from transformer_book.run.plans import LEDGER, load_plan, repository_root, require_readable
+
+    plan = load_plan(args.plan)
+    require_readable(plan, args.system, args.split, repository_root(args.plan) / LEDGER)
+    return plan
+
+
+def _check_planned_before(plan: Any, trained: Any) -> None:
+    """Refuse a plan committed after the run's first checkpoint was written."""
+    from transformer_book.run.checkpoint import list_checkpoints
+    from transformer_book.run.plans import require_planned_before
+
+    run_dir = Path(trained.checkpoints[0]).parent
+    first = (list_checkpoints(run_dir) or [Path(trained.checkpoints[0])])[0]
+    require_planned_before(plan, first.stat().st_mtime, f"the run {run_dir}")
+
+
+def _record_test_read(plan: Any, args: argparse.Namespace, evaluation: Any,
+                      record: Path | None) -> None:
+    """One ledger line for this test read, and its translations kept."""
+    from transformer_book.run.plans import record_test_read, repository_root
+    from transformer_book.util.records import git_commit
+
+    root = repository_root(args.plan)
+    scores = evaluation.scores
+    kept = record_test_read(
+        plan, args.system, args.split,
+        {"bleu": scores.bleu, "signature": scores.bleu_signature, "chrf": scores.chrf,
+         "ter": scores.ter, "bleu_95": evaluation.bleu_interval},
+        evaluation.hypotheses, root=root, commit=git_commit(root).get("commit"),
+        record=None if record is None else os.path.relpath(record, root))
+    print(f"test read entered in the ledger; translations: {kept}")
 
 
 def _cmd_export(args: argparse.Namespace) -> int:
@@ -224,15 +268,24 @@ def _describe_selection(selection: dict[str, Any]) -> str:
 
 def _check_evaluate_arguments(args: argparse.Namespace) -> None:
     """What ``evaluate`` is asked, checked before the checkpoint or the data is loaded."""
-    from transformer_book.data.multi30k import MULTI30K_SPLITS
+    from transformer_book.data.corpora import DATASETS
     from transformer_book.util.files import require_writable
-    from transformer_book.util.validation import require_one_of, require_positive_int
+    from transformer_book.util.validation import require, require_one_of, require_positive_int
 
     if args.limit is not None:
         require_positive_int(args.limit, "--limit")
     if args.average is not None:
         require_positive_int(args.average, "--average")
-    require_one_of(args.split, "--split", MULTI30K_SPLITS)
+    names = {own: generic for entry in DATASETS.values()
+             for own, generic in entry.own_split_names().items()}
+    require_one_of(args.split, "--split", sorted(names))
+    if names[args.split] == "test":
+        require(args.plan is not None, "--plan", "a plan committed before training "
+                "(results/plans/*.toml) to read a test split", "none")
+        require(args.system is not None, "--system", "the plan's name of the system read",
+                "none")
+    else:
+        require(args.plan is None, "--plan", "only with a test split", args.split)
     _check_decoding_arguments(args)
     if args.results is not None:
         require_writable(args.results, "--results")
@@ -304,8 +357,14 @@ def _add_evaluate_parser(commands: Any) -> None:
         "evaluate", help="BLEU, chrF++ and TER of a checkpoint on a Multi30k split (Section 6.1)")
     add = evaluate.add_argument
     add("--split", default="val",
-        help="val (default) or test_2016_flickr; the test split must be asked for explicitly "
-        "and is for the final, pre-declared protocol, once every choice has been made on val")
+        help="the split by its dataset's name: val (default) or test_2016_flickr for Multi30k, "
+        "valid or test for parallel text; a test split is read only with --plan, once per "
+        "system, after every choice has been made on val")
+    add("--plan", type=Path, default=None,
+        help="with a test split: the plan (results/plans/NAME.toml) committed before the run "
+        "was trained; the read joins results/test_reads.jsonl and its translations are kept "
+        "in results/translations/")
+    add("--system", default=None, help="with --plan: which of the plan's systems this is")
     _add_decoding_arguments(evaluate)
     add("--select", choices=SELECTIONS, default="last",
         help="which checkpoint: last (default; --checkpoint, or a run folder's newest), "

@@ -33,6 +33,7 @@ __all__ = [
     "DATASETS",
     "Dataset",
     "check_dataset",
+    "corpus_split",
     "load_corpus",
     "load_parallel_text",
     "read_sentences",
@@ -61,12 +62,21 @@ class Dataset:
         checksummed: whether its files are checked against fixed SHA-256 sums, so that
             its name and languages say what it holds. Training fingerprints the text of a
             dataset that is not, to refuse resuming on a changed corpus.
+        split_names: the dataset's own names of :data:`CORPUS_SPLITS`, the names evaluation
+            is asked for and records (Multi30k: ``val``, ``test_2016_flickr``); ``None``:
+            the generic names.
     """
 
     load: Loader
     languages: tuple[str, ...] | None = None
     needs_dir: bool = False
     checksummed: bool = False
+    split_names: dict[str, str] | None = None
+
+    def own_split_names(self) -> dict[str, str]:
+        """``{its own name: generic name}`` of its three splits."""
+        names = self.split_names or {split: split for split in CORPUS_SPLITS}
+        return {own: generic for generic, own in names.items()}
 
 
 def read_sentences(path: Path) -> list[str]:
@@ -125,9 +135,18 @@ def _load_multi30k(split: str, src: str, tgt: str, folder: Path | None) -> list[
 
 #: Every dataset by name (the value of ``[data] dataset``).
 DATASETS: dict[str, Dataset] = {
-    "multi30k": Dataset(load=_load_multi30k, languages=MULTI30K_LANGUAGES, checksummed=True),
+    "multi30k": Dataset(load=_load_multi30k, languages=MULTI30K_LANGUAGES, checksummed=True,
+                        split_names=_MULTI30K_SPLITS),
     "parallel-text": Dataset(load=load_parallel_text, needs_dir=True),
 }
+
+
+def corpus_split(dataset: str, split: str) -> str:
+    """The generic name (one of :data:`CORPUS_SPLITS`) of ``split``, a split's own name in
+    ``dataset`` (Multi30k's ``val`` is ``"valid"``); a name it does not have is refused,
+    listing the ones it has."""
+    names = DATASETS[require_one_of(dataset, "dataset", DATASETS)].own_split_names()
+    return names[require_one_of(split, "split", names)]
 
 
 def check_dataset(dataset: str, src: str, tgt: str, data_dir: str | os.PathLike[str] | None,

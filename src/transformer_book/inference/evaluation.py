@@ -1,7 +1,7 @@
 """Evaluating a trained model, in one place: decode, score, resample (Sections 6.1-6.2).
 
-:func:`evaluate` translates source sentences (given, or a Multi30k split) with a loaded
-model through :func:`~transformer_book.inference.translate.translate`, scores the
+:func:`evaluate` translates source sentences (given, or a split of the run's dataset) with a
+loaded model through :func:`~transformer_book.inference.translate.translate`, scores the
 translations with sacreBLEU (:func:`~transformer_book.inference.scoring.score_corpus`: BLEU,
 chrF++ and TER, each with its signature) and draws a bootstrap interval of BLEU and chrF++
 (:func:`~transformer_book.inference.significance.bootstrap_interval`: 95%, ``resamples``
@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from transformer_book.data.multi30k import MULTI30K_SPLITS, load_multi30k
+from transformer_book.data.corpora import corpus_split, load_corpus
 from transformer_book.inference.scoring import CorpusScores, check_texts, score_corpus
 from transformer_book.inference.significance import bootstrap_interval
 from transformer_book.inference.trained import TrainedModel
@@ -34,7 +34,6 @@ from transformer_book.util.validation import (
     require,
     require_bool,
     require_int,
-    require_one_of,
     require_positive_int,
 )
 
@@ -82,7 +81,7 @@ class Evaluation:
             chrF++, ``(low, high)``; ``None`` when not computed.
         resamples / seed: the bootstrap's resampled corpora and seed (``None`` without).
         sources / references / hypotheses: the N sentences, aligned.
-        split: the Multi30k split they came from (``None`` for texts given directly);
+        split: the split of the run's dataset they came from (``None`` for texts given directly);
         limit: the first how many of it (``None``: all).
         decoding: how the hypotheses were decoded.
         decode_seconds: the wall time of the translation alone.
@@ -121,9 +120,9 @@ def _texts(trained: TrainedModel, sources: Sequence[str] | None,
         require(sources is None and references is None, "split",
                 "either a split or sources and references, not both",
                 f"split={split!r} and texts")
-        require_one_of(split, "split", MULTI30K_SPLITS)
         data = trained.run_config.data
-        pairs = load_multi30k(split, data.src, data.tgt, data.data_dir)[:limit]
+        generic = corpus_split(data.dataset, split)  # Multi30k's "val" is "valid"
+        pairs = load_corpus(data.dataset, generic, data.src, data.tgt, data.data_dir)[:limit]
         return [s for s, _ in pairs], [t for _, t in pairs]
     require(sources is not None and references is not None, "sources",
             "sources and references (or a split)",
@@ -156,7 +155,9 @@ def evaluate(
         trained: a loaded model (:func:`~transformer_book.inference.trained.load_trained`;
             training builds one around the model it trains).
         sources / references: N source sentences and their N reference translations; or
-        split: a Multi30k split (``"val"``, ...) in the run config's languages and folder.
+        split: a split of the run's dataset by its own name (Multi30k: ``"val"``,
+            ``"test_2016_flickr"``; parallel text: ``"valid"``, ``"test"``), in the run
+            config's languages and folder.
         limit: only the first ``limit`` sentences.
         beam_size / alpha: decoding (default: the run config's ``[decode]``); beam size 1
             is greedy decoding. stop: beam search's stopping rule.

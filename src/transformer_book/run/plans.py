@@ -34,6 +34,7 @@ import subprocess
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -47,16 +48,16 @@ else:  # pragma: no cover - Python 3.10
     import tomli as tomllib
 
 __all__ = ["LEDGER", "PLANS", "TRANSLATIONS", "Plan", "ledger_entries", "load_plan",
-           "record_test_read", "require_readable"]
+           "record_test_read", "repository_root", "require_planned_before", "require_readable"]
 
 #: Where, relative to the repository, plans, the ledger and kept translations live.
 PLANS = Path("results/plans")
 LEDGER = Path("results/test_reads.jsonl")
 TRANSLATIONS = Path("results/translations")
 
-REQUIRED: dict[str, type | tuple[type, ...]] = {"name": str, "split": str, "systems": list, "val_criterion": str,
-            "checkpoint_rules": list, "alpha": (int, float), "beam": int,
-            "stopping_rule": str, "seeds": list}
+REQUIRED: dict[str, type | tuple[type, ...]] = {
+    "name": str, "split": str, "systems": list, "val_criterion": str, "checkpoint_rules": list,
+    "alpha": (int, float), "beam": int, "stopping_rule": str, "seeds": list}
 
 
 @dataclass(frozen=True)
@@ -79,6 +80,12 @@ def _git(root: Path, *args: str) -> str:
         raise BookError(f"--plan: git could not answer ({' '.join(args)}): "
                         f"{done.stderr.strip() or done.returncode}")
     return done.stdout.strip()
+
+
+def repository_root(path: str | Path) -> Path:
+    """The top folder of the git repository holding the plan ``path`` (its ledger and
+    translations live there, under ``results/``)."""
+    return _repository(Path(path))
 
 
 def _repository(path: Path) -> Path:
@@ -126,6 +133,15 @@ def load_plan(path: str | Path) -> Plan:
                 systems=systems, fields=fields, commit=commit, committed_at=committed_at)
 
 
+def require_planned_before(plan: Plan, started: float, what: str) -> None:
+    """Refuse a plan committed after ``started`` (a POSIX time: when the training of
+    ``what`` began, e.g. its first checkpoint's time): the plan must come first."""
+    committed = datetime.fromisoformat(plan.committed_at).timestamp()
+    require(committed < started, "--plan", f"a plan committed before {what} began training "
+            f"({datetime.fromtimestamp(started, timezone.utc).isoformat(timespec='seconds')})",
+            f"{plan.name!r} committed {plan.committed_at}")
+
+
 def ledger_entries(ledger: str | Path) -> list[dict[str, Any]]:
     """The ledger's lines, oldest first (an absent ledger has none)."""
     ledger = Path(ledger)
@@ -164,16 +180,17 @@ def record_test_read(plan: Plan, system: str, split: str, scores: dict[str, Any]
     ``scores`` holds at least ``bleu`` (and may hold ``chrf``, ``ter``, signatures and the
     bootstrap interval). The translations are written first (atomically), then the ledger
     is rewritten atomically with the new line at its end, so a kill leaves either the old
-    ledger or the new one.
+    ledger or the new one. A hypothesis holding a line break is kept on one line.
     """
     require("bleu" in scores, "scores", "a dict with 'bleu'", sorted(scores))
-    require(all("\n" not in line for line in hypotheses), "hypotheses",
-            "one line per sentence (no newline inside)", "a hypothesis with a newline")
     root = Path(root)
     require_readable(plan, system, split, root / LEDGER)
     translations = root / TRANSLATIONS / f"{plan.name}.{system}.{split}.txt"
     translations.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(translations, "".join(line + "\n" for line in hypotheses))
+    # one line per sentence: a line break inside a hypothesis becomes a space (sacreBLEU's
+    # tokenisers treat both as white space, so the scores are unchanged)
+    atomic_write_text(translations, "".join(" ".join(line.splitlines()) + "\n"
+                                            for line in hypotheses))
     entry = {"time": utc_timestamp(), "commit": commit, "plan": plan.name,
              "plan_file": plan.path.resolve().relative_to(root.resolve()).as_posix(),
              "plan_commit": plan.commit, "system": system, "split": split,
