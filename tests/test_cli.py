@@ -586,7 +586,8 @@ def test_a_test_read_needs_a_plan_committed_before_training_and_happens_once(run
     plan = repo / "results" / "plans" / "cli-demo.toml"
     plan.write_text(PLAN, encoding="utf-8")
     argv = ["evaluate", "--checkpoint", str(run / "run"), "--split", "test_2016_flickr",
-            "--beam", "2", "--limit", "5", "--plan", str(plan), "--system", "seed-0"]
+            "--beam", "2", "--limit", "5", "--plan", str(plan), "--system", "seed-0",
+            "--results", str(tmp_path / "records")]
     assert main(argv) == 2
     assert "(not committed)" in _one_line(capsys)
     _git(repo, "add", str(plan))
@@ -608,6 +609,8 @@ def test_a_test_read_needs_a_plan_committed_before_training_and_happens_once(run
                 (repo / "results" / "test_reads.jsonl").read_text().splitlines()]
     assert entry["plan"] == "cli-demo" and entry["system"] == "seed-0"
     assert entry["split"] == "test_2016_flickr" and 0 <= entry["bleu"] <= 100
+    record = _record(tmp_path / "records", "evaluate-run-test_2016_flickr")
+    assert entry["bleu"] == record["bleu"], "the ledger's score is the record's"
     kept = repo / entry["translations"]
     assert len(kept.read_text(encoding="utf-8").splitlines()) == 5, "one line per sentence"
     assert main(argv) == 2
