@@ -30,6 +30,7 @@ Reads made before the ledger existed are entered from the records of ``results/`
 from __future__ import annotations
 
 import json
+import math
 import subprocess
 import sys
 from collections.abc import Sequence
@@ -137,7 +138,8 @@ def require_planned_before(plan: Plan, started: float, what: str) -> None:
     """Refuse a plan committed after ``started`` (a POSIX time: when the training of
     ``what`` began, e.g. its first checkpoint's time): the plan must come first."""
     committed = datetime.fromisoformat(plan.committed_at).timestamp()
-    require(committed < started, "--plan", f"a plan committed before {what} began training "
+    # git keeps whole seconds: a commit in the same second as the start is not before it
+    require(committed < math.floor(started), "--plan", f"a plan committed before {what} began training "
             f"({datetime.fromtimestamp(started, timezone.utc).isoformat(timespec='seconds')})",
             f"{plan.name!r} committed {plan.committed_at}")
 
