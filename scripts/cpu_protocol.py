@@ -1,7 +1,12 @@
 """Choose a trained run's checkpoint rule on val, freeze it, then score test once.
 
-    python scripts/cpu_protocol.py --run runs/small --results results
-    python scripts/cpu_protocol.py --run runs/small --against runs/small-dropout0.2
+    python scripts/cpu_protocol.py --run runs/small --plan results/plans/NAME.toml --system seed-0
+    python scripts/cpu_protocol.py --run runs/small --against runs/small-dropout0.2 --plan ...
+
+The test split is read only under ``--plan``: a plan (:mod:`transformer_book.run.plans`)
+committed before the run's training began, naming these checkpoint rules and ``--system``
+among its systems, whose split the ledger shows unread for that system. The read joins
+``results/test_reads.jsonl`` and its translations are kept in ``results/translations/``.
 
 After ``transformer-book train --config configs/small.toml`` (chapter 10's CPU run), the
 run folder holds the last ``keep_last`` checkpoints and the ``keep_best`` of lowest val
@@ -34,8 +39,18 @@ from transformer_book.data.multi30k import load_multi30k
 from transformer_book.inference.evaluation import evaluate, write_evaluation
 from transformer_book.inference.significance import compare_systems
 from transformer_book.inference.trained import load_trained
-from transformer_book.util.records import read_records, write_record
+from transformer_book.run.checkpoint import list_checkpoints
+from transformer_book.run.plans import (
+    LEDGER,
+    load_plan,
+    record_test_read,
+    repository_root,
+    require_planned_before,
+    require_readable,
+)
+from transformer_book.util.records import git_commit, read_records, write_record
 from transformer_book.util.timing import Stopwatch
+from transformer_book.util.validation import require
 
 VARIANTS = {  # name -> which checkpoints (load_trained's select and average); the first wins ties
     "last-5": {"select": "last", "average": 5},
@@ -102,13 +117,31 @@ def earlier_test(results: str, selection: dict) -> dict | None:
     return done[-1] if done else None
 
 
+def training_started(run: str) -> float:
+    """When ``run`` began training, at the latest: its first checkpoint's time."""
+    found = list_checkpoints(run)
+    require(bool(found), "--run", "a run folder holding checkpoints", run)
+    return found[0].stat().st_mtime
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--run", default="runs/small", help="run folder (default runs/small)")
     parser.add_argument("--against", action="append", default=[], metavar="RUN",
                         help="an earlier run folder whose rules join the choice on val")
     parser.add_argument("--results", default="results", help="records folder")
+    parser.add_argument("--plan", required=True, type=Path,
+                        help="the plan (results/plans/NAME.toml) committed before training")
+    parser.add_argument("--system", required=True, help="which of the plan's systems this is")
     args = parser.parse_args()
+    plan = load_plan(args.plan)
+    ledger = repository_root(args.plan) / LEDGER
+    require_readable(plan, args.system, TEST_SPLIT, ledger)
+    require(list(plan.fields["checkpoint_rules"]) == list(VARIANTS),
+            f"--plan {args.plan} checkpoint_rules", f"this protocol's rules {list(VARIANTS)}",
+            plan.fields["checkpoint_rules"])
+    for folder in (args.run, *args.against):
+        require_planned_before(plan, training_started(folder), f"the run {folder}")
     options = candidates(args.run, args.against)
     chosen, scored, versus = choose_on_val(options, args.results)
     run, rule = options[chosen]
@@ -133,6 +166,11 @@ def main() -> int:
                       "chrf_95": list(test["chrf_95"]), "ter": test["ter"],
                       "ter_signature": test["ter_signature"], "frozen_record": str(frozen_path)}
     path = write_record(args.results, "protocol", "small", frozen)
+    root = repository_root(args.plan)
+    kept = record_test_read(plan, args.system, TEST_SPLIT, {
+        key: frozen["test"][key] for key in ("bleu", "signature", "bleu_95", "chrf", "ter")},
+        test["hypotheses"], root=root, commit=git_commit(root).get("commit"), record=str(path))
+    print(f"ledger: {ledger}; translations: {kept}")
     low, high = test["bleu_95"]
     print(f"test {chosen}: BLEU {test['bleu']:.2f} [95% {low:.2f}, {high:.2f}] "
           f"[{test['signature']}], chrF++ {test['chrf']:.2f}; record {path}")

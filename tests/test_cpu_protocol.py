@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import subprocess
 import sys
 from pathlib import Path
 
@@ -16,6 +17,7 @@ import pytest
 
 from tests.test_cli import run  # noqa: F401 (the fixture: a tiny trained run)
 from transformer_book.inference import evaluate, load_trained
+from transformer_book.util.validation import BookError
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
@@ -43,7 +45,40 @@ def protocol(monkeypatch, tmp_path):
                 "selection": {"averaged_steps": steps, "run": Path(folder).name}}
 
     monkeypatch.setattr(module, "score", score)
+    monkeypatch.setattr(module, "training_started", lambda folder: 4e9)  # after the plan
     return module, calls, tmp_path / "results"
+
+
+PLAN = f"""\
+name = "protocol-demo"
+split = "test_2016_flickr"
+systems = {[f"s{n}" for n in range(1, 100)]}
+val_criterion = "val BLEU, beam 4, alpha 0.6"
+checkpoint_rules = ["last-5", "best-val", "best-val-5"]
+alpha = 0.6
+beam = 4
+stopping_rule = "max_minutes = 90"
+seeds = [0]
+"""
+
+
+@pytest.fixture
+def plan(tmp_path):
+    """A plan committed in a repository of its own, where its ledger is kept."""
+    repo = tmp_path / "repo"
+    path = repo / "results" / "plans" / "protocol-demo.toml"
+    path.parent.mkdir(parents=True)
+    path.write_text(PLAN, encoding="utf-8")
+    for command in (["init", "-q"], ["add", str(path)], ["commit", "-q", "-m", "plan"]):
+        _git(repo, *command)
+    return path
+
+
+def _git(root, *args):
+    env = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.org", "HOME": str(root),
+           "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@example.org",
+           "PATH": "/usr/bin:/bin:/usr/local/bin"}
+    subprocess.run(["git", "-C", str(root), *args], check=True, capture_output=True, env=env)
 
 
 LAST, BEST, BEST5 = ("last", 5), ("best-val", None), ("best-val", 5)
@@ -55,19 +90,25 @@ BLEU = {("new", LAST, "val"): 41.0, ("new", BEST, "val"): 40.0, ("new", BEST5, "
         ("better", BEST5, "val"): 30.0, ("better", LAST, "test_2016_flickr"): 60.0}
 
 
-def _run(module, monkeypatch, results, *args):
-    """Run the script; returns the protocol records it wrote (the frozen one first)."""
+SYSTEMS = iter(f"s{n}" for n in range(1, 99))  # s99 is left for a refusal
+
+
+def _run(module, monkeypatch, results, *args, plan=None):
+    """Run the script (under ``plan``, each run as the next of its systems); returns the
+    protocol records it wrote (the frozen one first)."""
     before = set(results.glob("protocol-*.json"))
-    monkeypatch.setattr(sys, "argv", ["cpu_protocol.py", "--results", str(results), *args])
+    planned = [] if plan is None else ["--plan", str(plan), "--system", next(SYSTEMS)]
+    monkeypatch.setattr(sys, "argv", ["cpu_protocol.py", "--results", str(results), *args,
+                                      *planned])
     assert module.main() == 0
     new = sorted(set(results.glob("protocol-*.json")) - before,
                  key=lambda p: "frozen" not in p.name)
     return [json.loads(p.read_text()) for p in new]
 
 
-def test_one_run_chooses_a_rule_on_val_then_reads_test_once(protocol, monkeypatch):
+def test_one_run_chooses_a_rule_on_val_then_reads_test_once(protocol, monkeypatch, plan):
     module, calls, results = protocol
-    frozen, final = _run(module, monkeypatch, results, "--run", "runs/new")
+    frozen, final = _run(module, monkeypatch, results, "--run", "runs/new", plan=plan)
     assert [c[1] for c in calls] == ["val"] * 3 + ["test_2016_flickr"]
     assert calls[-1] == ("runs/new", "test_2016_flickr", LAST)  # the tie goes to last-5
     assert frozen["test"] is None and frozen["chosen"] == "last-5"
@@ -75,35 +116,61 @@ def test_one_run_chooses_a_rule_on_val_then_reads_test_once(protocol, monkeypatc
         "last-5", "best-val", "best-val-5"}
 
 
-def test_against_other_runs_the_choice_spans_them_all(protocol, monkeypatch):
+def test_against_other_runs_the_choice_spans_them_all(protocol, monkeypatch, plan):
     module, calls, results = protocol
-    _run(module, monkeypatch, results, "--run", "runs/old")  # its own protocol, test once
+    _run(module, monkeypatch, results, "--run", "runs/old", plan=plan)  # its own protocol
     calls.clear()
     _, record = _run(module, monkeypatch, results, "--run", "runs/new", "--against",
-                     "runs/better")  # 'better' never had a protocol: its test is read once
+                     "runs/better", plan=plan)  # 'better' never had a protocol: test once
     assert [split for _, split, _ in calls] == ["val"] * 6 + ["test_2016_flickr"]
     assert record["chosen"] == "better: last-5" and calls[-1][0] == "runs/better"
     calls.clear()
     _, record = _run(module, monkeypatch, results, "--run", "runs/new", "--against",
-                     "runs/old")
+                     "runs/old", plan=plan)
     assert record["chosen"] == "new: last-5" and calls[-1][1] == "test_2016_flickr"
     assert list(record["variants"])[:3] == ["new: last-5", "new: best-val", "new: best-val-5"]
 
 
-def test_the_earlier_test_score_is_found_by_its_checkpoints(protocol, monkeypatch):
+def test_the_earlier_test_score_is_found_by_its_checkpoints(protocol, monkeypatch, plan):
     module, calls, results = protocol
-    _run(module, monkeypatch, results, "--run", "runs/old")
+    _run(module, monkeypatch, results, "--run", "runs/old", plan=plan)
     BLEU[("new", LAST, "val")] = BLEU[("new", BEST5, "val")] = 40.0
     try:
         calls.clear()
         (record,) = _run(module, monkeypatch, results, "--run", "runs/new", "--against",
-                         "runs/old")
+                         "runs/old", plan=plan)
     finally:
         BLEU[("new", LAST, "val")] = BLEU[("new", BEST5, "val")] = 41.0
     assert all(split == "val" for _, split, _ in calls)
     assert record["chosen"] == "old: last-5" and record["test"] is None
     assert record["test_already_scored"]["bleu"] == 60.0
     assert json.loads(json.dumps(record["runs"])) == ["runs/new", "runs/old"]
+
+
+def test_test_is_read_under_a_plan_once_per_system_and_kept(protocol, monkeypatch, plan):
+    module, calls, results = protocol
+    monkeypatch.setattr(sys, "argv", ["cpu_protocol.py", "--run", "runs/new"])
+    with pytest.raises(SystemExit):  # argparse: --plan and --system are required
+        module.main()
+    _run(module, monkeypatch, results, "--run", "runs/new", plan=plan)
+    ledger = plan.parents[2] / "results" / "test_reads.jsonl"
+    (entry,) = [json.loads(line) for line in ledger.read_text().splitlines()]
+    assert entry["plan"] == "protocol-demo" and entry["bleu"] == 60.0
+    kept = plan.parents[2] / entry["translations"]
+    assert kept.read_text().splitlines() == ["a girl sings .", "the sun sets ."]
+    monkeypatch.setattr(sys, "argv", ["cpu_protocol.py", "--run", "runs/new", "--results",
+                                      str(results), "--plan", str(plan), "--system",
+                                      entry["system"]])
+    calls.clear()
+    with pytest.raises(BookError, match="once per system"):
+        module.main()
+    assert calls == [], "refused before anything is scored"
+    monkeypatch.setattr(module, "training_started", lambda folder: 1.0)  # trained before it
+    monkeypatch.setattr(sys, "argv", ["cpu_protocol.py", "--run", "runs/new", "--results",
+                                      str(results), "--plan", str(plan), "--system", "s99"])
+    with pytest.raises(BookError, match="a plan committed before the run runs/new"):
+        module.main()
+    assert calls == []
 
 
 @pytest.mark.slow
