@@ -13,6 +13,7 @@ import csv
 import json
 import os
 import re
+import tempfile
 
 import nbformat
 import torch
@@ -391,3 +392,18 @@ def test_hand_marks_complete_the_gradebook(tmp_path, capsys):
     text = (tmp_path / "out" / "feedback" / "alice.md").read_text(encoding="utf-8")
     assert "Total: 2.5 of 3 points." in text and "Marked by hand: 1/1. Right: it cancels." in text
     assert "Written exercises (2, 2 points): 2 marked by hand, 0 to mark, 1.5 points" in text
+
+
+def test_a_temporary_folder_among_the_instructors_files_is_refused(tmp_path, monkeypatch,
+                                                                   capsys):
+    """The scratch folders are made in the temporary folder: inside --source, ``..`` of a
+    submission would lead there, so it is refused before anything runs."""
+    (tmp_path / "src" / "tmp").mkdir(parents=True)
+    _master(tmp_path / "src", "00")
+    _write(tmp_path / "subs", "alice", _one_cell(SOFTMAX), CHAPTERS["00"])
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "src" / "tmp"))
+    assert cli_main(["grade", str(tmp_path / "subs"), "--out", str(tmp_path / "out"),
+                     "--source", str(tmp_path / "src"), "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "TMPDIR: expected a temporary folder outside --source" in err
+    assert not (tmp_path / "out").exists()

@@ -62,7 +62,7 @@ from transformer_book.course.grading import (
     kernel_environment,
     run_submission,
 )
-from transformer_book.util.validation import fail
+from transformer_book.util.validation import fail, require
 
 _PREFIX = re.compile(r"^(?P<chapter>\d\d)_")
 
@@ -247,6 +247,11 @@ def _check_paths(submissions: Path, out: Path, source: Path) -> dict[str, list[E
     if not submissions.exists():
         raise fail("SUBMISSIONS", "a folder of submitted notebooks or one .ipynb", submissions)
     require_apart(out, "--out", {"--source": source, "SUBMISSIONS": submissions})
+    scratch = Path(tempfile.gettempdir()).resolve()
+    for option, path in (("--source", source), ("--out", out), ("SUBMISSIONS", submissions)):
+        inside = scratch == path.resolve() or path.resolve() in scratch.parents
+        require(not inside, "TMPDIR", f"a temporary folder outside {option} (the "
+                "submissions' scratch folders are made there)", f"{scratch}, inside {path}")
     masters = course_exercises(source)
     if not any(masters.values()):
         raise fail("--source", "master notebooks whose cells declare exercises "
