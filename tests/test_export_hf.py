@@ -211,6 +211,10 @@ def test_generation_config_is_greedy_from_bos(exported):
 
 def test_ctranslate2_greedy_search_matches_the_course(corpus, fitted, exported, tmp_path):
     tokenizer, _, pairs = corpus
+    for over in (exported[0], exported[0] / "ct2", exported[0].parent):
+        with pytest.raises(BookError, match="out: expected a folder apart from the exported"):
+            ctranslate.convert(exported[0], over, force=True)
+    assert (exported[0] / MARKER).is_file()
     converted = ctranslate.convert(exported[0], tmp_path / "ct2")
     translator = ctranslate.load_translator(converted)
     hf_tokenizer = AutoTokenizer.from_pretrained(exported[0])

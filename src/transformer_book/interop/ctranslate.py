@@ -72,10 +72,16 @@ def _course_loader() -> Iterator[None]:
 
 def convert(exported: str | Path, out: str | Path, force: bool = False) -> Path:
     """Convert an exported folder into a CTranslate2 model folder ``out`` (float32 weights;
-    int8 is chosen when loading, :func:`load_translator`). Returns ``out``."""
+    int8 is chosen when loading, :func:`load_translator`). Returns ``out``. ``force``
+    lets CTranslate2 replace an existing ``out`` (it deletes the folder first), so ``out``
+    must be apart from ``exported``: neither it, nor inside it, nor holding it."""
     exported = Path(exported)
     require((exported / "config.json").is_file(), "exported",
             "a folder written by transformer-book export (with config.json)", str(exported))
+    here, there = Path(out).resolve(), exported.resolve()
+    require(here != there and there not in here.parents and here not in there.parents, "out",
+            "a folder apart from the exported one (neither it, inside it, nor holding it)",
+            str(out))
     with _course_loader(), quiet_transformers():
         converter = ct2_transformers.TransformersConverter(str(exported))
         return Path(converter.convert(str(out), force=force))
