@@ -15,8 +15,13 @@ installed, Multi30k in ``$TRANSFORMER_BOOK_DATA`` or downloadable)::
    would contend for it, which confounds the choice on val and deflates every tokens/s
    figure. Each run is scored on the validation split as Section 6.1 does (beam 4,
    α = 0.6, the average of its last 5 checkpoints) as soon as it has trained.
-4. Scores only the best of them on val once on test_2016_flickr, the same way. Choosing on
-   validation and measuring once on test keeps the test score honest.
+4. With ``--plan`` (a plan of :mod:`transformer_book.run.plans`, committed before this
+   command starts, so before its training) and ``--system``, scores only the best of them
+   on val once on test_2016_flickr, the same way; the read joins
+   ``results/test_reads.jsonl`` with its translations kept. Without ``--plan`` the test
+   split is not read. Choosing on validation and measuring once, under a plan, on test
+   keeps the test score honest. The plan is checked with git: a copied tree without
+   ``.git`` runs without ``--plan`` (validation only).
 
 ``--minutes`` is the whole pipeline's wall time (default 7: start-up, the CUDA tests and the
 MFU benchmark when asked, training and every evaluation fit in about 7 minutes on an
@@ -61,11 +66,20 @@ import torch  # noqa: E402 (after the path: a copy of the tree need not be insta
 
 from transformer_book.inference.evaluation import evaluate, write_evaluation  # noqa: E402
 from transformer_book.inference.trained import load_trained  # noqa: E402
+from transformer_book.run.plans import (  # noqa: E402
+    LEDGER,
+    load_plan,
+    record_test_read,
+    repository_root,
+    require_readable,
+)
+from transformer_book.util.records import git_commit  # noqa: E402
 from transformer_book.util.validation import BookError  # noqa: E402
 
 # As paths from the current folder, which the children share: relative from the repository root.
 CONFIGS = [os.path.relpath(p) for p in sorted((ROOT / "configs").glob("gpu-*.toml"))]
 TARGET_BLEU, FLOOR_BLEU = 42.0, 40.0
+TEST_SPLIT = "test_2016_flickr"  # read once, under --plan
 # First guesses of the time beyond training, on an H100/H200-class GPU; then the longest seen.
 STARTUP_SECONDS = 20.0  # a train run beyond --max-minutes: imports, CUDA, last eval, checkpoint
 EVALUATE_SECONDS = 25.0  # an evaluation: 5 checkpoints averaged, beam 4 over 1,014 sentences
@@ -255,7 +269,8 @@ def evaluate_one(name: str, run: dict, split: str, args: argparse.Namespace,
             torch.cuda.empty_cache()
     log.write_text(f"{evaluation}\nrecord: {path}\n")
     budget.evaluate.append(time.perf_counter() - started)
-    return {**json.loads(path.read_text()), "path": str(path)}
+    return {**json.loads(path.read_text()), "path": str(path),
+            "hypotheses": evaluation.hypotheses, "bleu_95": evaluation.bleu_interval}
 
 
 def train_and_validate(args: argparse.Namespace, env: dict[str, str],
@@ -325,7 +340,20 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--results", type=Path, default=ROOT / "results")
     parser.add_argument("--runs", type=Path, default=ROOT / "runs")
     parser.add_argument("--bundle", type=Path, default=None, help="also write summary here")
+    parser.add_argument("--plan", type=Path, default=None,
+                        help="the committed plan under which test is read (without: val only)")
+    parser.add_argument("--system", default=None, help="with --plan: the plan's system name")
     args = parser.parse_args(argv)
+    if (args.plan is None) != (args.system is None):
+        parser.error("--plan and --system: expected both or neither")
+    args.test_plan = None
+    if args.plan is not None:
+        try:
+            args.test_plan = load_plan(args.plan)
+            require_readable(args.test_plan, args.system, TEST_SPLIT,
+                             repository_root(args.plan) / LEDGER)
+        except BookError as error:
+            parser.error(str(error))
     args.command = ["python", "scripts/gpu_run.py", *(sys.argv[1:] if argv is None else argv)]
     names = [Path(config).stem for config in args.configs]
     if len(set(names)) != len(names):
@@ -345,7 +373,7 @@ def _write_bundle(args: argparse.Namespace, summary: dict, runs: dict[str, dict]
     records += [test["path"]] if test else []
     records += [summary["mfu"]["record"]] if summary.get("mfu", {}).get("record") else []
     logs = [args.runs / f"{name}{suffix}.log" for name in runs
-            for suffix in ("", "-val", "-test_2016_flickr")]
+            for suffix in ("", "-val", f"-{TEST_SPLIT}")]
     logs += [args.runs / "cuda-tests.log", args.runs / "mfu.log"]
     _bundle(args.bundle, summary, records, [log for log in logs if log.exists()])
     print(f"bundle: {args.bundle / 'summary.json'}, {args.bundle / 'gpu_run.tar.gz'}")
@@ -364,12 +392,23 @@ def main(argv: list[str] | None = None) -> int:
     scored = {name: run for name, run in runs.items() if "val_bleu" in run}
     chosen = max(scored, key=lambda name: scored[name]["val_bleu"]) if scored else None
     test = None
-    if chosen is not None:
-        test = evaluate_one(chosen, runs[chosen], "test_2016_flickr", args, budget)
+    if chosen is not None and args.test_plan is not None:
+        test = evaluate_one(chosen, runs[chosen], TEST_SPLIT, args, budget)
+        if test is not None:
+            root = repository_root(args.plan)
+            kept = record_test_read(
+                args.test_plan, args.system, TEST_SPLIT,
+                {key: test.get(key) for key in ("bleu", "signature", "chrf", "ter", "bleu_95")},
+                test["hypotheses"], root=root, commit=git_commit(root).get("commit"),
+                record=test["path"])
+            print(f"test read entered in the ledger; translations: {kept}", flush=True)
+    elif chosen is not None:
+        print("test not read: no --plan (a test split is read only under a committed plan)",
+              flush=True)
     summary = {**_summary(runs, chosen, test), **checks, "budget_minutes": args.minutes,
                "wall_minutes": (time.perf_counter() - started) / 60}
     if test is not None:
-        print(f"test_2016_flickr, {chosen} (best on val): BLEU {test['bleu']:.2f} "
+        print(f"{TEST_SPLIT}, {chosen} (best on val): BLEU {test['bleu']:.2f} "
               f"({test['signature']}); target {TARGET_BLEU:.0f}: "
               f"{'met' if summary['target_met'] else 'not met'}", flush=True)
     print(f"wall time {summary['wall_minutes']:.1f} min of {args.minutes:g}", flush=True)
@@ -377,7 +416,8 @@ def main(argv: list[str] | None = None) -> int:
         _write_bundle(args, summary, runs, test)
     failed_checks = (not checks.get("cuda_tests", {"passed": True})["passed"]
                      or "error" in checks.get("mfu", {}))
-    return 0 if test is not None and not failed_checks else 1
+    done = test is not None if args.test_plan is not None else chosen is not None
+    return 0 if done and not failed_checks else 1
 
 
 if __name__ == "__main__":

@@ -7,6 +7,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import subprocess
 import sys
 import tarfile
 from pathlib import Path
@@ -67,15 +68,54 @@ def _config(folder: Path, name: str, data_dir: Path, extra: str = "") -> str:
     return str(path)
 
 
+PLAN = """\
+name = "gpu-demo"
+split = "test_2016_flickr"
+systems = ["seed-1"]
+val_criterion = "val BLEU, beam 4, alpha 0.6, average of the last 2"
+checkpoint_rules = ["last-2"]
+alpha = 0.6
+beam = 4
+stopping_rule = "max_steps = 20"
+seeds = [1, 2]
+"""
+
+
+def _plan(folder: Path) -> Path:
+    """A plan committed in a repository of its own, where its ledger is kept."""
+    repo = folder / "repo"
+    path = repo / "results" / "plans" / "gpu-demo.toml"
+    path.parent.mkdir(parents=True)
+    path.write_text(PLAN, encoding="utf-8")
+    env = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.org", "HOME": str(repo),
+           "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@example.org",
+           "PATH": "/usr/bin:/bin:/usr/local/bin"}
+    for command in (["init", "-q"], ["add", str(path)], ["commit", "-q", "-m", "plan"]):
+        subprocess.run(["git", "-C", str(repo), *command], check=True, env=env,
+                       capture_output=True)
+    return path
+
+
 @pytest.mark.slow
 def test_trains_chooses_on_val_and_scores_the_choice_on_test(gpu_run, multi30k_dir, tmp_path,
                                                              capsys, one_at_a_time):
     configs = [_config(tmp_path, "tiny-a", multi30k_dir, "seed = 1\n"),
                _config(tmp_path, "tiny-b", multi30k_dir, "seed = 2\n")]
+    plan = _plan(tmp_path)
     code = gpu_run.main(["--configs", *configs, "--device", "cpu", "--max-steps", "20",
                          "--limit", "8", "--results", str(tmp_path / "results"),
-                         "--runs", str(tmp_path / "runs"), "--bundle", str(tmp_path / "out")])
+                         "--runs", str(tmp_path / "runs"), "--bundle", str(tmp_path / "out"),
+                         "--plan", str(plan), "--system", "seed-1"])
     assert code == 0
+    ledger = plan.parents[2] / "results" / "test_reads.jsonl"
+    (entry,) = [json.loads(line) for line in ledger.read_text().splitlines()]
+    assert entry["plan"] == "gpu-demo" and entry["system"] == "seed-1"
+    assert len((plan.parents[2] / entry["translations"]).read_text().splitlines()) == 8
+    printed = capsys.readouterr().out
+    with pytest.raises(SystemExit):  # the plan's one read for seed-1 is spent
+        gpu_run.main(["--configs", *configs, "--device", "cpu", "--plan", str(plan),
+                      "--system", "seed-1"])
+    assert "once per system" in capsys.readouterr().err
     summary = json.loads((tmp_path / "out" / "summary.json").read_text())
     runs = summary["runs"]
     assert set(runs) == {"tiny-a", "tiny-b"}
@@ -104,7 +144,7 @@ def test_trains_chooses_on_val_and_scores_the_choice_on_test(gpu_run, multi30k_d
     logs = sorted(n for n in names if n.startswith("logs/"))
     assert logs == sorted(["logs/tiny-a.log", "logs/tiny-b.log", "logs/tiny-a-val.log",
                            "logs/tiny-b-val.log", f"logs/{chosen}-test_2016_flickr.log"])
-    assert f"test_2016_flickr, {chosen} (best on val)" in capsys.readouterr().out
+    assert f"test_2016_flickr, {chosen} (best on val)" in printed
 
 
 @pytest.mark.slow
@@ -116,13 +156,14 @@ def test_a_failed_run_is_reported_and_the_others_go_on(gpu_run, multi30k_dir, tm
                          "--runs", str(tmp_path / "runs"), "--bundle", str(tmp_path / "out")])
     assert code == 0
     summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert summary["test"] is None, "no --plan: the test split is not read"
     assert summary["runs"]["tiny-bad"]["error"].startswith("training exited with 2; see ")
     assert "returncode" not in summary["runs"]["tiny-bad"]
     assert summary["chosen_on_val"] == "tiny-good"
     assert "unknown keys ['warmup']" in (tmp_path / "runs" / "tiny-bad.log").read_text()
     code = gpu_run.main(["--configs", bad, "--device", "cpu", "--results",
                          str(tmp_path / "results"), "--runs", str(tmp_path / "runs")])
-    assert code == 1, "nothing trained: no test score, a failing exit status"
+    assert code == 1, "nothing trained: nothing chosen, a failing exit status"
 
 
 @pytest.mark.slow
