@@ -39,12 +39,12 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
     "nn": (
         "TransformerConfig", "Transformer", "MultiHeadAttention", "scaled_dot_product_attention",
         "causal_mask", "padding_mask", "sinusoidal_encoding", "SinusoidalPositionalEncoding",
-        "LearnedPositionalEmbedding",
+        "LearnedPositionalEmbedding", "positional_encoding",
     ),
     "run": ("RunConfig", "load_run_config"),
     "inference": (
-        "translate", "greedy_decode", "beam_search", "load_trained", "average_checkpoints",
-        "compare_systems",
+        "translate", "greedy_decode", "beam_search", "evaluate", "load_trained",
+        "average_checkpoints", "compare_systems",
     ),
 }
 _OWNER = {name: floor for floor, names in _EXPORTS.items() for name in names}
