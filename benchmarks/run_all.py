@@ -63,7 +63,7 @@ from transformer_book.util.records import (  # noqa: E402
     hardware_info,
     utc_timestamp,
 )
-from transformer_book.util.validation import fail, require  # noqa: E402
+from transformer_book.util.validation import bad_input, require  # noqa: E402
 
 # Goals for rows whose benchmark does not state its own (see the module docstring).
 GOALS = {
@@ -116,7 +116,8 @@ def normalise(source: str, rows: Sequence[dict[str, Any]]) -> list[dict[str, Any
             continue
         missing = [key for key in ("name", "ours", "reference", "ratio") if key not in row]
         if missing:
-            raise fail(source, "rows with name/ours/reference/ratio", f"a row without {missing}")
+            raise bad_input(source, "rows with name/ours/reference/ratio",
+                            f"a row without {missing}")
         goal = row.get("goal", GOALS.get(source.removeprefix("bench_")))
         require(goal is not None, source, "a goal in the row or in GOALS", "none")
         table.append(_row(row["name"], row.get("unit", ""), row["ours"], row["reference"],

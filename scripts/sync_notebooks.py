@@ -40,7 +40,7 @@ from transformer_book.course.exercise_cells import (
     has_solution_markers,
 )
 from transformer_book.course.plain_markdown import to_plain_markdown
-from transformer_book.util.validation import BookError, fail, require
+from transformer_book.util.validation import BookError, bad_input, require
 
 ROOT = Path(__file__).resolve().parents[1]
 BADGE_IMAGE = "https://colab.research.google.com/assets/colab-badge.svg"
@@ -79,7 +79,7 @@ def title_of(notebook: nbformat.NotebookNode, name: str) -> str:
                 return line[2:].strip()
     first = notebook.cells[0] if notebook.cells else None
     received = "no cells" if first is None else f"a {first.cell_type} cell without '# ' heading"
-    raise fail(name, "cell 0 to be markdown starting with '# <title>'", received)
+    raise bad_input(name, "cell 0 to be markdown starting with '# <title>'", received)
 
 
 def setup_source(url: str, version: str) -> str:
@@ -207,7 +207,7 @@ def sync(path: Path, *, write: bool) -> list[str]:
     """Bring ``path`` in line (written only if ``write``); return what was out of date."""
     notebook = nbformat.read(path, as_version=4)
     if not notebook.cells:
-        raise fail(path.name, "a notebook with cells", "no cells")
+        raise bad_input(path.name, "a notebook with cells", "no cells")
     changes = sync_header(notebook, path.name) + sync_exercises(notebook, path.name)
     if changes and write:
         write_notebook_atomically(notebook, path)

@@ -10,7 +10,9 @@ import torch
 
 from transformer_book.util.validation import (
     BookError,
-    fail,
+    bad_input,
+    is_integer,
+    is_real,
     require,
     require_bool,
     require_finite_tensor,
@@ -25,10 +27,12 @@ from transformer_book.util.validation import (
 
 
 def test_book_error_is_a_value_error_with_the_standard_message():
-    error = fail("beam_size", "an integer >= 1", 0)
+    error = bad_input("beam_size", "an integer >= 1", 0)
     assert isinstance(error, BookError) and isinstance(error, ValueError)
     assert str(error) == "beam_size: expected an integer >= 1, received 0"
     require(True, "x", "anything", 1)
+    assert is_integer(3) and not is_integer(True) and not is_integer(3.0)
+    assert is_real(3) and is_real(2.5) and not is_real(False) and not is_real("1")
     with pytest.raises(BookError, match=r"^x: expected something, received 3$"):
         require(False, "x", "something", 3)
 

@@ -111,7 +111,7 @@ def _read_sentences(sentences: list[str]) -> list[str]:
     """The positional sentences, with ``-`` replaced by the lines of standard input. A blank
     line of stdin stays, as ``""`` (it becomes a blank output line); a blank argument is
     refused, and so is input with no sentence at all."""
-    from transformer_book.util.validation import fail, require
+    from transformer_book.util.validation import bad_input, require
 
     out: list[str] = []
     for i, item in enumerate(sentences):
@@ -119,7 +119,7 @@ def _read_sentences(sentences: list[str]) -> list[str]:
             try:
                 out.extend(line if line.strip() else "" for line in sys.stdin.read().splitlines())
             except UnicodeDecodeError as error:
-                raise fail("stdin", "UTF-8 text, one sentence per line", f"{error}") from None
+                raise bad_input("stdin", "UTF-8 text, one sentence per line", f"{error}") from None
         else:
             require(item.strip() != "", f"sentences[{i}]", "a non-empty sentence", repr(item))
             out.append(item)

@@ -51,7 +51,7 @@ from transformer_book.train.validate import greedy_bleu, validation_loss
 from transformer_book.util.env import get_device, set_seed
 from transformer_book.util.timing import Stopwatch
 from transformer_book.util.validation import (
-    fail,
+    bad_input,
     require,
     require_int,
     require_number,
@@ -188,7 +188,7 @@ class VariantRuns:
         for r in self.runs:
             if r.seed == seed:
                 return r
-        raise fail("seed", f"one of this variant's seeds {self.seeds}", seed)
+        raise bad_input("seed", f"one of this variant's seeds {self.seeds}", seed)
 
 
 class VariantScores(NamedTuple):

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from transformer_book.analysis.ablation import PAPER_TABLE3, VariantRuns, relative_change
-from transformer_book.util.validation import fail, require, require_number
+from transformer_book.util.validation import bad_input, require, require_number
 
 __all__ = [
     "SEED_TEST_LEVEL",
@@ -217,7 +217,7 @@ def _verdict(change: SeedChange, paper: float | None, precision: float, worse_is
 def paper_change(row: str) -> tuple[float, float]:
     """Table 3's change of ``row`` from its base row: (perplexity in %, BLEU points)."""
     if row not in PAPER_TABLE3:
-        raise fail("row", f"a row of PAPER_TABLE3 ({', '.join(PAPER_TABLE3)})", repr(row))
+        raise bad_input("row", f"a row of PAPER_TABLE3 ({', '.join(PAPER_TABLE3)})", repr(row))
     (base_ppl, base_bleu), (ppl, bleu) = PAPER_TABLE3["base"], PAPER_TABLE3[row]
     return 100.0 * relative_change(base_ppl, ppl), bleu - base_bleu
 

@@ -41,7 +41,7 @@ import torch
 
 from transformer_book.nn.config import TransformerConfig
 from transformer_book.util.validation import (
-    fail,
+    bad_input,
     require,
     require_number,
     require_positive_int,
@@ -275,7 +275,7 @@ def find_accelerator(device_name: str) -> Accelerator:
     for name in sorted(HARDWARE, key=len, reverse=True):
         if _key(name) in wanted:
             return HARDWARE[name]
-    raise fail("device_name", f"one of {sorted(HARDWARE)} (or a name containing one)",
+    raise bad_input("device_name", f"one of {sorted(HARDWARE)} (or a name containing one)",
                repr(device_name))
 
 

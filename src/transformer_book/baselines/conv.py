@@ -23,7 +23,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from transformer_book.util.validation import (
-    fail,
+    bad_input,
     require,
     require_bool,
     require_int,
@@ -271,7 +271,7 @@ def layers_to_connect(make_model: Callable[[int], nn.Module], length: int, chann
     for num_layers in range(1, max_layers + 1):
         if receptive_field(make_model(num_layers), length, channels=channels)[0]:
             return num_layers
-    raise fail("make_model", f"a model that connects position {length - 1} to 0 within "
+    raise bad_input("make_model", f"a model that connects position {length - 1} to 0 within "
                f"{max_layers} layers", "no such model")
 
 

@@ -18,7 +18,12 @@ import math
 import torch
 from torch import nn
 
-from transformer_book.util.validation import fail, require, require_positive_int, require_tensor
+from transformer_book.util.validation import (
+    bad_input,
+    require,
+    require_positive_int,
+    require_tensor,
+)
 
 __all__ = ["RNN", "RNNCell", "gradient_norm_by_distance", "rnn_unroll"]
 
@@ -151,7 +156,7 @@ def _cell_of(model: nn.Module) -> nn.Module:
         return model.cell
     if isinstance(model, (RNNCell, nn.RNNCellBase)):
         return model
-    raise fail("cell_or_model", "an RNNCell, RNN, nn.RNNCell, nn.GRUCell or nn.LSTMCell",
+    raise bad_input("cell_or_model", "an RNNCell, RNN, nn.RNNCell, nn.GRUCell or nn.LSTMCell",
                type(model).__name__)
 
 

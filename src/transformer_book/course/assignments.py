@@ -35,7 +35,7 @@ from transformer_book.course.exercise_cells import (
 )
 from transformer_book.course.plain_markdown import read_citations, to_plain_markdown
 from transformer_book.util.files import atomic_write_text, require_writable
-from transformer_book.util.validation import BookError, fail
+from transformer_book.util.validation import BookError, bad_input
 
 __all__ = ["BEGIN", "END", "MarkerError", "make_assignments", "make_student_notebook",
            "read_notebooks", "require_apart", "strip_solution", "write_notebook_atomically"]
@@ -196,7 +196,7 @@ def require_apart(out: Path | str, argument: str, inputs: dict[str, Path | str])
         if where == there or there in where.parents or where in there.parents:
             relation = ("equal to" if where == there else
                         "inside" if there in where.parents else "holding")
-            raise fail(argument, f"a folder apart from {option} (neither it, inside it, nor "
+            raise bad_input(argument, f"a folder apart from {option} (neither it, inside it, nor "
                        "holding it: the command would write over its own input)",
                        f"{out}, {relation} {option} {path}")
     return out
@@ -210,7 +210,7 @@ def read_notebooks(source_dir: Path | str, argument: str = "source_dir"
     source_dir = Path(source_dir)
     paths = sorted(source_dir.glob("*.ipynb"))
     if not paths:
-        raise fail(argument, "a folder with .ipynb files", source_dir)
+        raise bad_input(argument, "a folder with .ipynb files", source_dir)
     notebooks = []
     for path in paths:
         try:
@@ -218,7 +218,7 @@ def read_notebooks(source_dir: Path | str, argument: str = "source_dir"
                                                    as_version=4)))
         except Exception as error:  # not JSON, not UTF-8, not a notebook, unreadable
             reason = " ".join(str(error).split())[:120]
-            raise fail(argument, "folder of readable notebooks (nbformat 4 JSON)",
+            raise bad_input(argument, "folder of readable notebooks (nbformat 4 JSON)",
                        f"{path}: {reason}") from error
     return notebooks
 

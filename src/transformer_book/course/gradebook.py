@@ -28,7 +28,7 @@ from typing import Any
 
 from transformer_book.course.grading import ExerciseSpec
 from transformer_book.util.files import atomic_write_json, atomic_write_text
-from transformer_book.util.validation import fail, require
+from transformer_book.util.validation import bad_input, require
 
 MARKS_HEADER = ["student", "exercise", "points", "comment"]
 
@@ -76,7 +76,7 @@ def read_marks(path: Path | str, students: list[str], specs: list[ExerciseSpec],
     try:
         text = path.read_text(encoding="utf-8-sig")
     except (OSError, UnicodeDecodeError) as error:
-        raise fail(argument, "a readable UTF-8 CSV file", f"{path}: {error}") from error
+        raise bad_input(argument, "a readable UTF-8 CSV file", f"{path}: {error}") from error
     rows = list(csv.reader(io.StringIO(text)))
     header = [h.strip().lower() for h in rows[0]] if rows else []
     require(header[:3] == MARKS_HEADER[:3], argument, f"a CSV file whose first line is "
@@ -97,7 +97,7 @@ def read_marks(path: Path | str, students: list[str], specs: list[ExerciseSpec],
         try:
             value = _number(points)
         except ValueError:
-            raise fail(where, f"points as a number for {exercise}", repr(points)) from None
+            raise bad_input(where, f"points as a number for {exercise}", repr(points)) from None
         require(math.isfinite(value) and 0 <= value <= points_of[exercise], where,
                 f"points from 0 to {points_of[exercise]} for exercise {exercise}", points)
         require((student, exercise) not in marks, where,

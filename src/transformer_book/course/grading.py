@@ -45,7 +45,7 @@ from typing import Any
 import nbformat
 
 from transformer_book.course.exercise_cells import annotate
-from transformer_book.util.validation import fail
+from transformer_book.util.validation import bad_input
 
 KEY = "exercise"
 _CHECK_CALL = r"""\bcheck\(\s*["']{id}["']\s*,\s*(?P<name>[A-Za-z_]\w*)"""
@@ -125,7 +125,7 @@ def course_exercises(source_dir: Path | str, argument: str = "--source"
             found[path.name] = read_exercises(path)
         except Exception as error:  # not JSON, not UTF-8, not a notebook
             reason = " ".join(str(error).split())[:120]
-            raise fail(argument, "a folder of readable master notebooks (nbformat 4 JSON)",
+            raise bad_input(argument, "a folder of readable master notebooks (nbformat 4 JSON)",
                        f"{path}: {reason}") from error
     return found
 

@@ -62,7 +62,7 @@ from transformer_book.course.grading import (
     kernel_environment,
     run_submission,
 )
-from transformer_book.util.validation import fail, require
+from transformer_book.util.validation import bad_input, require
 
 _PREFIX = re.compile(r"^(?P<chapter>\d\d)_")
 
@@ -245,7 +245,7 @@ def grade_notebook(submission: Submission, masters: dict[str, list[ExerciseSpec]
 def _check_paths(submissions: Path, out: Path, source: Path) -> dict[str, list[ExerciseSpec]]:
     """Everything ``grade_class`` can refuse before a notebook runs; the masters."""
     if not submissions.exists():
-        raise fail("SUBMISSIONS", "a folder of submitted notebooks or one .ipynb", submissions)
+        raise bad_input("SUBMISSIONS", "a folder of submitted notebooks or one .ipynb", submissions)
     require_apart(out, "--out", {"--source": source, "SUBMISSIONS": submissions})
     scratch = Path(tempfile.gettempdir()).resolve()
     for option, path in (("--source", source), ("--out", out), ("SUBMISSIONS", submissions)):
@@ -254,7 +254,7 @@ def _check_paths(submissions: Path, out: Path, source: Path) -> dict[str, list[E
                 "submissions' scratch folders are made there)", f"{scratch}, inside {path}")
     masters = course_exercises(source)
     if not any(masters.values()):
-        raise fail("--source", "master notebooks whose cells declare exercises "
+        raise bad_input("--source", "master notebooks whose cells declare exercises "
                    "(metadata 'exercise')", source)
     return masters
 

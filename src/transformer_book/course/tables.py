@@ -17,7 +17,7 @@ import numbers
 from collections.abc import Sequence
 from typing import Any
 
-from transformer_book.util.validation import fail, require
+from transformer_book.util.validation import bad_input, require
 
 __all__ = ["Table", "format_cell"]
 
@@ -63,7 +63,7 @@ class Table:
         self.rows: list[list[str]] = []
         for index, row in enumerate(rows):
             if len(row) != len(self.columns):
-                raise fail(f"rows[{index}]", f"{len(self.columns)} cells, one per column",
+                raise bad_input(f"rows[{index}]", f"{len(self.columns)} cells, one per column",
                            f"{len(row)} cells")
             self.rows.append([format_cell(value, digits) for value in row])
         self.caption = caption

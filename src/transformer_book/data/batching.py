@@ -19,7 +19,8 @@ from torch.utils.data import Sampler
 
 from transformer_book.data.tokenizer import PAD_ID
 from transformer_book.util.validation import (
-    fail,
+    bad_input,
+    is_integer,
     require,
     require_int,
     require_positive_int,
@@ -40,7 +41,7 @@ def _check_id_lists(sequences: Sequence[Sequence[int]], argument: str) -> None:
             "a non-empty list of token-id lists", repr(sequences)[:80])
     for i, seq in enumerate(sequences):
         ok = isinstance(seq, Sequence) and all(
-            isinstance(t, int) and not isinstance(t, bool) for t in seq)
+            is_integer(t) for t in seq)
         require(ok, f"{argument}[{i}]", "a list of integer token ids", repr(seq)[:80])
 
 
@@ -193,7 +194,7 @@ class TokenBudgetSampler(Sampler[list[int]]):
         require_positive_int(max_tokens, "max_tokens")
         longest = max(max(self.lengths), max(self.tgt_lengths or [0]))
         if max_tokens < longest:
-            raise fail("max_tokens", f"at least the longest example ({longest} tokens)",
+            raise bad_input("max_tokens", f"at least the longest example ({longest} tokens)",
                        max_tokens)
         require_int(seed, "seed")
         require_positive_int(num_replicas, "num_replicas")

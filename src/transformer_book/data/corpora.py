@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from transformer_book.data.multi30k import MULTI30K_LANGUAGES, load_multi30k
-from transformer_book.util.validation import fail, require, require_one_of
+from transformer_book.util.validation import bad_input, require, require_one_of
 
 __all__ = [
     "CORPUS_SPLITS",
@@ -93,7 +93,7 @@ def read_sentences(path: Path) -> list[str]:
         text = data.decode("utf-8")
     except UnicodeDecodeError as error:
         line = data.count(b"\n", 0, error.start) + 1
-        raise fail(str(path), "UTF-8 text", f"byte {data[error.start]:#04x} on line {line}, "
+        raise bad_input(str(path), "UTF-8 text", f"byte {data[error.start]:#04x} on line {line}, "
                    "which is not UTF-8 (re-encode the file, e.g. iconv -t UTF-8)") from None
     lines = text.removeprefix("\ufeff").split("\n")
     if lines[-1] == "":  # the newline that ends the last line

@@ -27,7 +27,7 @@ import urllib.request
 from pathlib import Path
 
 from transformer_book.util.files import atomic_writer, sha256_file
-from transformer_book.util.validation import BookError, fail, require, require_one_of
+from transformer_book.util.validation import BookError, bad_input, require, require_one_of
 
 __all__ = [
     "MULTI30K_LANGUAGES",
@@ -107,7 +107,7 @@ def _verify(path: Path, expected: str) -> str | None:
 
 
 def _mismatch(file: str | Path, expected: str, actual: str, note: str) -> BookError:
-    return fail(str(file), f"SHA-256 {expected}", f"{actual}; {note}")
+    return bad_input(str(file), f"SHA-256 {expected}", f"{actual}; {note}")
 
 
 def _fetch(split: str, lang: str, cache: Path) -> Path:
@@ -214,7 +214,7 @@ def load_multi30k(
     src_lines = _read_lines(multi30k_path(split, src, data_dir))
     tgt_lines = _read_lines(multi30k_path(split, tgt, data_dir))
     if len(src_lines) != len(tgt_lines):
-        raise fail(
+        raise bad_input(
             f"Multi30k {split}",
             f"as many {tgt} lines as {src} lines ({len(src_lines)})",
             f"{len(tgt_lines)} {tgt} lines",

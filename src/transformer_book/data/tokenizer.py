@@ -23,7 +23,8 @@ from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
 from transformer_book.util.files import atomic_write_text
 from transformer_book.util.validation import (
-    fail,
+    bad_input,
+    is_real,
     require,
     require_bool,
     require_int,
@@ -63,7 +64,7 @@ def _check_text(text: str, argument: str) -> None:
     try:
         text.encode("utf-8")
     except UnicodeEncodeError as error:
-        raise fail(argument, "text that UTF-8 can encode",
+        raise bad_input(argument, "text that UTF-8 can encode",
                    f"{text[error.start:error.end]!r} at position {error.start} "
                    f"({error.reason})") from None
 
@@ -143,7 +144,7 @@ class BPETokenizer:
         try:
             tokenizer = Tokenizer.from_str(source.read_text(encoding="utf-8"))
         except Exception as error:  # tokenizers raises its own Exception type
-            raise fail("path", "a tokenizers JSON file", f"{source} ({error})") from error
+            raise bad_input("path", "a tokenizers JSON file", f"{source} ({error})") from error
         _check_specials(tokenizer, "path")
         return cls(tokenizer)
 
@@ -153,7 +154,7 @@ class BPETokenizer:
         same decoded text, but a different segmentation on each call. ``p = 0`` is the
         plain segmentation. The draws come from ``tokenizers``' own generator, which cannot
         be seeded."""
-        require(type(p) in (int, float) and 0.0 <= p < 1.0, "p", "a number in [0, 1)",
+        require(is_real(p) and 0.0 <= p < 1.0, "p", "a number in [0, 1)",
                 repr(p))
         copy = Tokenizer.from_str(self._tokenizer.to_str())
         copy.model.dropout = float(p) if p > 0 else None

@@ -38,6 +38,7 @@ from transformer_book.inference.stepper import Stepper, check_decoding, evaluati
 from transformer_book.nn.transformer import Transformer
 from transformer_book.run.config import MAX_ALPHA
 from transformer_book.util.validation import (
+    is_integer,
     require,
     require_bool,
     require_int,
@@ -304,7 +305,7 @@ def score_hypothesis(
     src = src_ids.view(1, -1) if src_ids.ndim == 1 else src_ids
     require(src.shape[0] == 1, "src_ids", "one sentence, (S,) or (1, S)", tuple(src_ids.shape))
     require(isinstance(hyp, Sequence) and not isinstance(hyp, (str, bytes))
-            and all(isinstance(t, int) and not isinstance(t, bool) for t in hyp), "hyp",
+            and all(is_integer(t) for t in hyp), "hyp",
             "a list of integer token ids", repr(hyp)[:80])
     config = model.config
     alpha = check_alpha(alpha, config.max_len)

@@ -39,7 +39,7 @@ from transformer_book.inference.greedy import greedy_decode, token_by_token
 from transformer_book.nn.config import TransformerConfig
 from transformer_book.nn.transformer import Transformer
 from transformer_book.util.validation import (
-    fail,
+    bad_input,
     require,
     require_int,
     require_number,
@@ -191,7 +191,7 @@ def decoding_strategy(name: str, **settings: Any) -> DecodingStrategy:
         inspect.signature(make).bind(**settings)
     except TypeError:
         takes = ", ".join(inspect.signature(make).parameters) or "none"
-        raise fail("settings", f"settings of the {name!r} strategy ({takes})",
+        raise bad_input("settings", f"settings of the {name!r} strategy ({takes})",
                    ", ".join(sorted(settings))) from None
     strategy = make(**settings)
     require(isinstance(strategy, DecodingStrategy), "strategy",

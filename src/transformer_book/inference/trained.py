@@ -40,7 +40,7 @@ from transformer_book.run.checkpoint import (
 )
 from transformer_book.run.config import RunConfig
 from transformer_book.util.env import require_device
-from transformer_book.util.validation import require, require_one_of, require_positive_int
+from transformer_book.util.validation import is_real, require, require_one_of, require_positive_int
 
 __all__ = ["SELECTIONS", "TrainedModel", "load_trained", "resolve_checkpoint"]
 
@@ -128,7 +128,7 @@ def _eval_at(evals: Any, step: int) -> dict[str, Any] | None:
 
 
 def _finite(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    return is_real(value) and math.isfinite(value)
 
 
 def _choose(run_dir: Path, select: str) -> tuple[Path, dict[str, Any], list[Path]]:

@@ -30,7 +30,7 @@ from transformer_book.inference.decoding import (
 from transformer_book.inference.trained import TrainedModel
 from transformer_book.nn.transformer import Transformer
 from transformer_book.util.validation import (
-    fail,
+    bad_input,
     require,
     require_int,
     require_number,
@@ -62,12 +62,12 @@ def encode_sources(
         try:
             text.encode("utf-8")
         except UnicodeEncodeError as error:  # a lone surrogate: no tokenizer can read it
-            raise fail(f"{argument}[{i}]", "text that UTF-8 can encode",
+            raise bad_input(f"{argument}[{i}]", "text that UTF-8 can encode",
                        f"{text[error.start:error.end]!r} at position {error.start}") from None
     ids = tokenizer.encode_batch(list(sentences))
     for i, row in enumerate(ids):
         if len(row) > max_positions:
-            raise fail(f"{argument}[{i}]",
+            raise bad_input(f"{argument}[{i}]",
                        f"at most {max_positions} BPE tokens (the model's max_len positions)",
                        f"{len(row)} tokens")
     return ids
@@ -101,7 +101,7 @@ def _check_sources(model: Transformer, sources: Sequence[Sequence[int]]) -> None
     try:
         flat = np.array(list(itertools.chain.from_iterable(sources)))  # every id, in order
     except (TypeError, ValueError) as error:  # a row that is no list, lists of lists
-        raise fail("sources", "lists of integer token ids", f"{error}") from error
+        raise bad_input("sources", "lists of integer token ids", f"{error}") from error
     require(flat.ndim == 1 and (flat.dtype.kind in "iu" or flat.size == 0), "sources",
             "lists of integer token ids", f"values of dtype {flat.dtype}")
     lengths = torch.tensor([len(s) for s in sources])  # (N,)
@@ -120,7 +120,7 @@ def _model_device(model: Transformer, device: torch.device | str | None) -> torc
     try:
         wanted = torch.device(device)
     except (RuntimeError, TypeError):  # "tpu", 5: torch's own message lists its internals
-        raise fail("device", "a torch device such as cpu, cuda, cuda:1 or mps",
+        raise bad_input("device", "a torch device such as cpu, cuda, cuda:1 or mps",
                    repr(device)) from None
     require(wanted.type == own.type and wanted.index in (None, own.index or 0), "device",
             f"the model's device ({own}) or None", repr(device))

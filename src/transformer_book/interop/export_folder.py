@@ -26,7 +26,7 @@ import tempfile
 from pathlib import Path
 
 from transformer_book.util.files import require_writable
-from transformer_book.util.validation import fail, require
+from transformer_book.util.validation import bad_input, require
 
 __all__ = ["check_replaceable", "exported_files", "leftovers", "new_temporary",
            "recover_leftovers", "swap_into_place"]
@@ -86,7 +86,7 @@ def check_replaceable(out: Path | str, argument: str, marker: str) -> Path:
         listed = json.loads((out / marker).read_text(encoding="utf-8"))
         own = set(listed["files"]) if "files" in listed else _FORMAT_1_FILES
     except (OSError, ValueError, TypeError, KeyError) as error:
-        raise fail(argument, expected, f"{out}, whose {marker} cannot be read ({error})"
+        raise bad_input(argument, expected, f"{out}, whose {marker} cannot be read ({error})"
                    ) from error
     strangers = [name for name in exported_files(out) if name != marker and name not in own]
     strangers += [p.relative_to(out).as_posix() for p in out.rglob("*")

@@ -35,7 +35,8 @@ from transformer_book.nn.masks import (
     with_causal,
 )
 from transformer_book.util.validation import (
-    fail,
+    bad_input,
+    is_integer,
     require,
     require_bool,
     require_finite_tensor,
@@ -118,7 +119,7 @@ def padding_mask(ids: torch.Tensor, pad_id: int) -> torch.Tensor:
     """
     require_tensor(ids, "ids", ndim=2)
     require(not ids.is_floating_point(), "ids", "an integer tensor of token ids", ids.dtype)
-    require(isinstance(pad_id, int) and not isinstance(pad_id, bool), "pad_id", "an integer",
+    require(is_integer(pad_id), "pad_id", "an integer",
             repr(pad_id))
     return (ids != pad_id)[:, None, None, :]  # (B, L) -> (B, 1, 1, L)
 
@@ -211,7 +212,7 @@ def scaled_dot_product_attention(
     if readable_without_sync(out) and not bool(torch.isfinite(out.detach()).all()):  # one read
         for name, value in (("q", q), ("k", k), ("v", v)):
             require_finite_tensor(value, name)
-        raise fail("q, k", "scores q·kᵀ/√d_k that are finite", "scores that overflow")
+        raise bad_input("q, k", "scores q·kᵀ/√d_k that are finite", "scores that overflow")
     return out, weights
 
 

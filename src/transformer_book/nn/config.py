@@ -16,6 +16,7 @@ from typing import Any
 
 from transformer_book.nn.positional import require_positional_kind
 from transformer_book.util.validation import (
+    is_real,
     require,
     require_int,
     require_positive_int,
@@ -127,7 +128,7 @@ class TransformerConfig:
                 "True with norm_first=True (a pre-LN stack's output is never normalised "
                 "otherwise)", self.final_norm)
         eps = self.layer_norm_eps
-        require(isinstance(eps, (int, float)) and not isinstance(eps, bool)
+        require(is_real(eps)
                 and math.isfinite(eps) and eps > 0, "layer_norm_eps", "a positive number",
                 repr(eps))
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 import torch
 
 from transformer_book.util.validation import (
-    fail,
+    bad_input,
     require,
     require_finite_tensor,
     require_tensor,
@@ -45,7 +45,7 @@ def check_qk(q: torch.Tensor, k: torch.Tensor, values: bool = True) -> None:
     try:
         torch.broadcast_shapes(q.shape[:-2], k.shape[:-2])
     except RuntimeError:
-        raise fail(
+        raise bad_input(
             "k", f"batch dimensions broadcastable with q's {tuple(q.shape[:-2])}",
             f"shape {tuple(k.shape)}",
         ) from None

@@ -24,6 +24,8 @@ import torch
 from torch import nn
 
 from transformer_book.util.validation import (
+    is_integer,
+    is_real,
     require,
     require_int,
     require_one_of,
@@ -53,7 +55,7 @@ def _require_even_d_model(d_model: int) -> int:
 
 
 def _require_base(base: float) -> float:
-    ok = isinstance(base, (int, float)) and not isinstance(base, bool) and base > 1
+    ok = is_real(base) and base > 1
     require(ok, "base", "a number > 1", repr(base))
     return float(base)
 
@@ -100,7 +102,7 @@ def relative_offset_matrix(
     cos ω_i k]]`` acting on ``(sin ω_i pos, cos ω_i pos)``. For rows of a ``(L, d_model)``
     encoding: ``PE[pos + k] = PE[pos] @ M_k.T``.
     """
-    require(isinstance(k, (int, float)) and not isinstance(k, bool), "k", "a number (offset)",
+    require(is_real(k), "k", "a number (offset)",
             repr(k))
     _require_even_d_model(d_model)
     angles = float(k) * _frequencies(d_model, _require_base(base), torch.float64)  # (d/2,)
@@ -261,7 +263,7 @@ def _check_positions(x: torch.Tensor, d_model: int, max_len: int, offset: int) -
     require_tensor(x, "x", ndim=3, floating=True)
     require(x.shape[-1] == d_model, "x", f"shape (B, L, d_model={d_model})",
             f"shape {tuple(x.shape)}")
-    require(isinstance(offset, int) and not isinstance(offset, bool) and offset >= 0, "offset",
+    require(is_integer(offset) and offset >= 0, "offset",
             "an integer >= 0", repr(offset))
     require(offset + x.shape[1] <= max_len, "x",
             f"offset + length <= max_len={max_len}",

@@ -29,7 +29,7 @@ from transformer_book.nn.kv_cache import DecoderCache
 from transformer_book.nn.layers import Decoder, DecoderLayer, Encoder
 from transformer_book.nn.masks import readable_without_sync
 from transformer_book.nn.positional import positional_encoding
-from transformer_book.util.validation import fail, require, require_tensor
+from transformer_book.util.validation import bad_input, require, require_tensor
 
 __all__ = [
     "Transformer",
@@ -108,7 +108,7 @@ class Transformer(nn.Module):
         if lo < 0 or hi >= vocab:
             bad = lo if lo < 0 else hi
             row, position = (int(i) for i in (ids == bad).nonzero()[0])
-            raise fail(name, f"token ids in [0, vocab_size={vocab})",
+            raise bad_input(name, f"token ids in [0, vocab_size={vocab})",
                        f"id {bad} at row {row}, position {position}")
 
     def _check_ids_of_call(self, ids: torch.Tensor, name: str, offset: int = 0) -> None:

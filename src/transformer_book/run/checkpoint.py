@@ -64,7 +64,8 @@ from transformer_book.util.files import fsync_path, new_directory
 from transformer_book.util.rng import capture_rng_state, restore_rng_state
 from transformer_book.util.validation import (
     BookError,
-    fail,
+    bad_input,
+    is_integer,
     require,
     require_int,
     require_positive_int,
@@ -178,7 +179,7 @@ def _json_ready(value: Any, argument: str) -> Any:
     try:
         return json.loads(json.dumps(value))
     except (TypeError, ValueError) as error:
-        raise fail(argument, "JSON-serialisable values", f"{error}") from error
+        raise bad_input(argument, "JSON-serialisable values", f"{error}") from error
 
 
 def _json_bytes(data: Any) -> bytes:
@@ -275,7 +276,7 @@ def read_metadata(directory: str | Path, *, allow_unhashed: bool = False) -> dic
     try:
         metadata = json.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise fail(str(meta_path), "valid JSON", f"{error}") from error
+        raise bad_input(str(meta_path), "valid JSON", f"{error}") from error
     _check_metadata(metadata, meta_path)
     if not hashed:
         version = metadata["format_version"]
@@ -294,14 +295,14 @@ def _check_metadata(metadata: Any, meta_path: Path) -> None:
 
     def integer(name: str) -> None:
         value = metadata.get(name)
-        require(isinstance(value, int) and not isinstance(value, bool) and value >= 0,
+        require(is_integer(value) and value >= 0,
                 field(name), "an integer >= 0",
                 repr(value) if name in metadata else "no such field")
 
     require(isinstance(metadata, dict), str(meta_path), "a JSON object (checkpoint metadata)",
             type(metadata).__name__)
     version = metadata.get("format_version")
-    require(version in (1, FORMAT_VERSION) and not isinstance(version, bool),
+    require(is_integer(version) and version in (1, FORMAT_VERSION),
             field("format_version"), f"1 or {FORMAT_VERSION}", repr(version))
     for name in ("step", *(n for n in ("num_tensors", "num_parameters") if n in metadata)):
         integer(name)
@@ -359,7 +360,7 @@ def _state(directory: Path, metadata: dict[str, Any], data: bytes,
     try:
         state = {k: v.to(map_location) for k, v in load(data).items()}
     except (SafetensorError, ValueError) as error:
-        raise fail(str(directory / WEIGHTS), "a safetensors file", f"{error}") from error
+        raise bad_input(str(directory / WEIGHTS), "a safetensors file", f"{error}") from error
     tied = metadata.get("tied", {})
     bad = sorted(f"{dropped} -> {kept}" for dropped, kept in tied.items()
                  if kept not in state or dropped in state)
@@ -458,7 +459,7 @@ def _load_resumables(path: Path, data: bytes, optimizer: torch.optim.Optimizer |
         saved = torch.load(io.BytesIO(data), map_location=map_location, weights_only=True)
     except (pickle.UnpicklingError, RuntimeError, EOFError, OSError) as error:
         first_line = str(error).strip().splitlines()[0] if str(error).strip() else ""
-        raise fail(str(path), "optimizer and schedule states of plain tensors and numbers "
+        raise bad_input(str(path), "optimizer and schedule states of plain tensors and numbers "
                    "(torch.load with weights_only=True)",
                    f"{type(error).__name__}: {first_line}"[:300]) from error
     require(isinstance(saved, dict), str(path), "a dict with 'optimizer' and 'scheduler'",
@@ -470,7 +471,7 @@ def _load_resumables(path: Path, data: bytes, optimizer: torch.optim.Optimizer |
             try:
                 obj.load_state_dict(saved[name])
             except (KeyError, ValueError, TypeError, IndexError) as error:
-                raise fail(name, f"{name} state that fits it (from {path})",
+                raise bad_input(name, f"{name} state that fits it (from {path})",
                            f"{type(error).__name__}: {error}"[:300]) from error
 
 
@@ -478,7 +479,7 @@ def _rng_state(path: Path, data: bytes) -> dict[str, Any]:
     try:
         state = json.loads(data.decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise fail(str(path), "valid JSON (RNG states)", f"{error}") from error
+        raise bad_input(str(path), "valid JSON (RNG states)", f"{error}") from error
     require(isinstance(state, dict), str(path), "a JSON object of RNG states",
             type(state).__name__)
     return state

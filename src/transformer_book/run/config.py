@@ -19,7 +19,9 @@ from transformer_book.nn.config import PRESETS, TransformerConfig
 from transformer_book.nn.positional import positional_encoding
 from transformer_book.util.validation import (
     BookError,
-    fail,
+    bad_input,
+    is_integer,
+    is_real,
     require,
     require_int,
     require_number,
@@ -210,7 +212,7 @@ def _check_model(model: ModelSection, data: DataSection, source: str) -> Transfo
             repr(model.overrides.get("vocab_size")))
     for name, wanted in (("pad_id", PAD_ID), ("bos_id", BOS_ID), ("eos_id", EOS_ID)):
         value = model.overrides.get(name, wanted)
-        require(value == wanted and type(value) is int, f"{where} {name}",
+        require(value == wanted and is_integer(value), f"{where} {name}",
                 f"{wanted}, the tokenizer's id (or no such key)", repr(value))
     try:  # the [model] keys and values (an unknown key, dropout = "0.1", ...)
         config = model.build(data.vocab_size)
@@ -233,12 +235,12 @@ def _check_data(d: DataSection, model: TransformerConfig, source: str) -> None:
     check_dataset(d.dataset, d.src, d.tgt, d.data_dir, where)
     require_positive_int(d.max_len, f"{where} max_len")
     longest = min(d.max_len, model.max_len)  # the longest pair prepare_data keeps
-    require(type(d.max_tokens) is int and d.max_tokens >= longest, f"{where} max_tokens",
+    require(is_integer(d.max_tokens) and d.max_tokens >= longest, f"{where} max_tokens",
             f"an integer >= {longest}, the longest pair kept (min of [data] max_len and "
             "[model] max_len), so that every pair fits in a batch", repr(d.max_tokens))
     if d.train_subset is not None:
         require_positive_int(d.train_subset, f"{where} train_subset")
-    require(type(d.bpe_dropout) in (int, float) and 0.0 <= d.bpe_dropout < 1.0,
+    require(is_real(d.bpe_dropout) and 0.0 <= d.bpe_dropout < 1.0,
             f"{where} bpe_dropout", "a number in [0, 1) (0: no BPE-dropout)",
             repr(d.bpe_dropout))
 
@@ -289,5 +291,5 @@ def load_run_config(path: str | Path) -> RunConfig:
         try:
             data = tomllib.load(handle)
         except tomllib.TOMLDecodeError as error:
-            raise fail("path", "valid TOML", f"{path}: {error}") from error
+            raise bad_input("path", "valid TOML", f"{path}: {error}") from error
     return RunConfig.from_dict(data, source=str(path))

@@ -139,8 +139,9 @@ def require_planned_before(plan: Plan, started: float, what: str) -> None:
     ``what`` began, e.g. its first checkpoint's time): the plan must come first."""
     committed = datetime.fromisoformat(plan.committed_at).timestamp()
     # git keeps whole seconds: a commit in the same second as the start is not before it
-    require(committed < math.floor(started), "--plan", f"a plan committed before {what} began training "
-            f"({datetime.fromtimestamp(started, timezone.utc).isoformat(timespec='seconds')})",
+    began = datetime.fromtimestamp(started, timezone.utc).isoformat(timespec="seconds")
+    require(committed < math.floor(started), "--plan",
+            f"a plan committed before {what} began training ({began})",
             f"{plan.name!r} committed {plan.committed_at}")
 
 

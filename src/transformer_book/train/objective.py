@@ -19,7 +19,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from transformer_book.util.validation import (
-    fail,
+    bad_input,
     require,
     require_bool,
     require_int,
@@ -115,10 +115,10 @@ def _check_targets(flat_targets: torch.Tensor, keep: torch.Tensor, vocab: int,
     any_bad, any_kept = torch.stack([out_of_range.any(), keep.any()]).tolist()
     if any_bad:
         kept = flat_targets[keep]
-        raise fail("targets", f"ids in [0, {vocab}) outside padding",
+        raise bad_input("targets", f"ids in [0, {vocab}) outside padding",
                    f"ids from {int(kept.min())} to {int(kept.max())}")
     if reduction == "mean" and not any_kept:
-        raise fail("targets", f"at least one token other than ignore_index={ignore_index}",
+        raise bad_input("targets", f"at least one token other than ignore_index={ignore_index}",
                    "only padding")
 
 

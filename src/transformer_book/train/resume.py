@@ -23,7 +23,7 @@ from transformer_book.nn.config import LEGACY_LAYOUT, TransformerConfig
 from transformer_book.run.checkpoint import load_checkpoint, read_metadata
 from transformer_book.run.config import RunConfig, with_data_defaults
 from transformer_book.util.rng import restore_rng_state
-from transformer_book.util.validation import BookError, require
+from transformer_book.util.validation import BookError, is_integer, require
 
 __all__ = ["BOOKKEEPING", "ConfigMismatchError", "RunState", "check_compatible",
            "check_resumable", "restore_run"]
@@ -122,7 +122,7 @@ def check_resumable(checkpoint: Path, run_config: RunConfig, world_size: int,
     """
     meta = {**read_metadata(checkpoint), "directory": str(checkpoint)}
     vocab_size: Any = _table(_table(meta.get("config")).get("model")).get("vocab_size")
-    require(isinstance(vocab_size, int) and not isinstance(vocab_size, bool) and vocab_size > 0,
+    require(is_integer(vocab_size) and vocab_size > 0,
             f"{checkpoint}/checkpoint.json config.model.vocab_size", "a positive integer",
             repr(vocab_size))
     check_compatible(meta, run_config, run_config.model_config(vocab_size), world_size,

@@ -35,7 +35,12 @@ from transformer_book.train.step import NonFiniteLossError, Trainer
 from transformer_book.util.env import set_seed
 from transformer_book.util.rng import capture_rng_state
 from transformer_book.util.timing import Stopwatch
-from transformer_book.util.validation import fail, require_bool, require_int, require_positive_int
+from transformer_book.util.validation import (
+    bad_input,
+    require_bool,
+    require_int,
+    require_positive_int,
+)
 
 __all__ = ["Session", "TrainOptions", "make_sampler", "open_session"]
 
@@ -139,12 +144,12 @@ def open_session(run_config: RunConfig, out_dir: Path, options: TrainOptions, in
     t, d = run_config.train, run_config.data
     existing = list_checkpoints(out_dir)
     if existing and not options.resume:
-        raise fail("resume", f"an out folder without checkpoints when not resuming ({out_dir} "
+        raise bad_input("resume", f"an out folder without checkpoints when not resuming ({out_dir} "
                    "holds some; resume, delete them or choose another folder)",
                    [p.name for p in existing])
     precision = resolve_precision(t.precision, device)
     if d.bpe_dropout > 0 and info.enabled:  # unseeded draws: the processes would disagree
-        raise fail("[data] bpe_dropout", "0 when training with several processes (each "
+        raise bad_input("[data] bpe_dropout", "0 when training with several processes (each "
                    "would segment the corpus differently, and their batches would not match)",
                    f"{d.bpe_dropout} with {info.world_size} processes")
     resumed_from = existing[-1] if existing else None

@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from transformer_book.util.validation import BookError, fail, require, require_int
+from transformer_book.util.validation import BookError, bad_input, require, require_int
 
 __all__ = [
     "DEVICE_ORDER",
@@ -80,7 +80,7 @@ def require_device(device: torch.device | str, argument: str = "device") -> torc
     try:
         wanted = torch.device(device)
     except (RuntimeError, TypeError, ValueError):
-        raise fail(argument, "cpu, cuda, cuda:N or mps", repr(device)) from None
+        raise bad_input(argument, "cpu, cuda, cuda:N or mps", repr(device)) from None
     require(wanted.type in DEVICE_ORDER, argument, "cpu, cuda, cuda:N or mps", repr(device))
     have = [kind for kind in DEVICE_ORDER if _available(kind)]
     count = torch.cuda.device_count() if wanted.type == "cuda" and "cuda" in have else 1

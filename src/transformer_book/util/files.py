@@ -19,7 +19,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from transformer_book.util.validation import fail, require
+from transformer_book.util.validation import bad_input, require
 
 __all__ = [
     "atomic_write_bytes",
@@ -100,7 +100,7 @@ def atomic_write_json(path: str | os.PathLike[str], data: Any, *, sort_keys: boo
     try:
         text = json.dumps(data, indent=2, sort_keys=sort_keys, allow_nan=False)
     except ValueError as error:  # NaN or infinity somewhere in data
-        raise fail("data", "JSON values (no NaN or infinity)", f"{error}") from error
+        raise bad_input("data", "JSON values (no NaN or infinity)", f"{error}") from error
     return atomic_write_text(path, text + "\n")
 
 

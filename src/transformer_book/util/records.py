@@ -27,7 +27,7 @@ import torch
 
 from transformer_book.util.env import device_name
 from transformer_book.util.files import atomic_write_json
-from transformer_book.util.validation import fail, require
+from transformer_book.util.validation import bad_input, require
 
 __all__ = [
     "command_line",
@@ -319,7 +319,7 @@ def read_records(results_dir: str | Path, kind: str) -> list[dict[str, Any]]:
         # <kind>-<name>-<UTC time>[-<n>].json: write_record appends -1, -2, ... within a second
         name = re.search(r"(\d{8}T\d{6}Z)(?:-(\d+))?$", path.stem)
         if name is None:
-            raise fail("results_dir", f"record files named {kind}-<name>-<UTC time>.json",
+            raise bad_input("results_dir", f"record files named {kind}-<name>-<UTC time>.json",
                        path.name)
         written = datetime.strptime(name.group(1), TIMESTAMP).replace(tzinfo=timezone.utc)
         found.append((written, int(name.group(2) or 0), path))

@@ -21,7 +21,9 @@ import torch
 
 __all__ = [
     "BookError",
-    "fail",
+    "bad_input",
+    "is_integer",
+    "is_real",
     "require",
     "require_bool",
     "require_finite_tensor",
@@ -43,18 +45,26 @@ class BookError(ValueError):
     """
 
 
-def fail(argument: str, expected: str, received: Any) -> BookError:
-    """Build the course's standard error: ``"<argument>: expected <...>, received <...>"``."""
+def bad_input(argument: str, expected: str, received: Any) -> BookError:
+    """The course's standard error, returned for the caller to raise (``raise
+    bad_input(...)``): ``"<argument>: expected <...>, received <...>"``."""
     return BookError(f"{argument}: expected {expected}, received {received}")
 
 
 def require(condition: bool, argument: str, expected: str, received: Any) -> None:
-    """Raise :func:`fail`'s :class:`BookError` unless ``condition`` holds."""
+    """Raise :func:`bad_input`'s :class:`BookError` unless ``condition`` holds."""
     if not condition:
-        raise fail(argument, expected, received)
+        raise bad_input(argument, expected, received)
 
 
-def _is_number(value: Any) -> bool:
+def is_integer(value: Any) -> bool:
+    """Whether ``value`` is a Python ``int`` and not a ``bool`` (``True`` is an ``int`` to
+    ``isinstance``, never a count)."""
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def is_real(value: Any) -> bool:
+    """Whether ``value`` is a Python ``int`` or ``float`` and not a ``bool``."""
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
@@ -69,7 +79,7 @@ def require_int(value: Any, argument: str, minimum: int | None = None,
     """Return ``value`` if it is an ``int`` (not a ``bool``) within ``[minimum, maximum]``."""
     bounds = ("" if minimum is None else f" >= {minimum}") + (
         "" if maximum is None else f"{' and' if minimum is not None else ''} <= {maximum}")
-    ok = (isinstance(value, int) and not isinstance(value, bool)
+    ok = (is_integer(value)
           and (minimum is None or value >= minimum) and (maximum is None or value <= maximum))
     require(ok, argument, f"an integer{bounds}", repr(value))
     return value
@@ -88,7 +98,7 @@ def require_number(value: Any, argument: str, minimum: float | None = None,
     """
     bounds = ("" if minimum is None else f" >= {minimum:g}") + (
         "" if maximum is None else f"{' and' if minimum is not None else ''} <= {maximum:g}")
-    ok = (_is_number(value) and math.isfinite(value)
+    ok = (is_real(value) and math.isfinite(value)
           and (minimum is None or value >= minimum) and (maximum is None or value <= maximum))
     require(ok, argument, f"a finite number{bounds}", repr(value))
     return float(value)
@@ -96,14 +106,14 @@ def require_number(value: Any, argument: str, minimum: float | None = None,
 
 def require_positive_number(value: Any, argument: str, allow_zero: bool = False) -> float:
     """Return ``value`` as a float if it is a finite number > 0 (>= 0 with ``allow_zero``)."""
-    ok = _is_number(value) and math.isfinite(value) and (value >= 0 if allow_zero else value > 0)
+    ok = is_real(value) and math.isfinite(value) and (value >= 0 if allow_zero else value > 0)
     require(ok, argument, f"a finite number {'>=' if allow_zero else '>'} 0", repr(value))
     return float(value)
 
 
 def require_probability(value: Any, argument: str) -> float:
     """Return ``value`` as a float if it lies in [0, 1); dropout rates and smoothing use this."""
-    ok = _is_number(value) and 0.0 <= value < 1.0
+    ok = is_real(value) and 0.0 <= value < 1.0
     require(ok, argument, "a number in [0, 1)", repr(value))
     return float(value)
 
@@ -152,5 +162,5 @@ def require_finite_tensor(value: torch.Tensor, argument: str) -> torch.Tensor:
     """Refuse NaN or infinity in a floating tensor. This reads the values, so it synchronises
     with the device: call it at an entry point, never inside ``forward``."""
     if value.is_floating_point() and not bool(torch.isfinite(value.detach()).all()):
-        raise fail(argument, "finite values", "NaN or infinity")
+        raise bad_input(argument, "finite values", "NaN or infinity")
     return value

@@ -43,7 +43,7 @@ from typing import Any, Literal
 
 import torch
 
-from transformer_book.util.validation import fail
+from transformer_book.util.validation import bad_input
 
 Status = Literal["passed", "failed", "not attempted"]
 Checker = Callable[[Callable[..., Any]], str]
@@ -91,7 +91,8 @@ def exercise(exercise_id: str, title: str) -> Callable[[Checker], Checker]:
 
     def register(checker: Checker) -> Checker:
         if exercise_id in REGISTRY:
-            raise fail("exercise_id", "an id registered once", f"{exercise_id!r} a second time")
+            raise bad_input("exercise_id", "an id registered once",
+                            f"{exercise_id!r} a second time")
         REGISTRY[exercise_id] = Exercise(exercise_id, title, checker)
         return checker
 
@@ -114,7 +115,7 @@ def _lookup(exercise_id: str) -> Exercise:
     if exercise_id not in REGISTRY:
         load_all()
     if exercise_id not in REGISTRY:
-        raise fail("exercise_id", f"one of {', '.join(sorted(REGISTRY)) or 'none'}",
+        raise bad_input("exercise_id", f"one of {', '.join(sorted(REGISTRY)) or 'none'}",
                    repr(exercise_id))
     return REGISTRY[exercise_id]
 

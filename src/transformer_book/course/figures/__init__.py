@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 from matplotlib.figure import Figure
 
-from transformer_book.util.validation import fail, require
+from transformer_book.util.validation import bad_input, require
 
 PALETTE = ("#1f5f8b", "#e07a1f", "#2e8b57", "#b03a48", "#6a4c93", "#8c8c8c")
 HEATMAP = "viridis"
@@ -96,7 +96,7 @@ def as_array(values: Any, argument: str, ndim: int, *, size: int | None = None,
     try:
         array = np.asarray(values, dtype=float)
     except (TypeError, ValueError):
-        raise fail(argument, f"a {ndim}-D array or tensor of numbers",
+        raise bad_input(argument, f"a {ndim}-D array or tensor of numbers",
                    type(values).__name__) from None
     require(array.ndim == ndim and array.size > 0, argument, f"a non-empty {ndim}-D array",
             f"shape {array.shape}")

@@ -18,7 +18,7 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from transformer_book.course.figures import PALETTE, new_figure
-from transformer_book.util.validation import fail, require, require_positive_number
+from transformer_book.util.validation import bad_input, require, require_positive_number
 
 __all__ = ["ablation_chart"]
 
@@ -33,7 +33,7 @@ def _series(series: Mapping[str, Sequence[float]], rows: int, argument: str,
         try:
             array = np.asarray(values, dtype=float)
         except (TypeError, ValueError):
-            raise fail(f"{argument}[{label!r}]", "a sequence of numbers",
+            raise bad_input(f"{argument}[{label!r}]", "a sequence of numbers",
                        type(values).__name__) from None
         require(array.shape == (rows,), f"{argument}[{label!r}]", f"{rows} values (one per row)",
                 f"shape {array.shape}")

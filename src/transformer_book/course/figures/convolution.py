@@ -28,7 +28,7 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
 from transformer_book.course.figures import PALETTE, new_figure
-from transformer_book.util.validation import fail, require, require_int, require_positive_int
+from transformer_book.util.validation import bad_input, require, require_int, require_positive_int
 
 __all__ = [
     "cost_curves",
@@ -185,7 +185,7 @@ def _check_series(ns: Sequence[float], series: Mapping[str, Sequence[float]],
         if len(values) != len(ns) or (positive and not all(v > 0 for v in values)) or \
                 all(v is None for v in values):
             measured = sum(v is not None for v in values)
-            raise fail(f"series[{label!r}]",
+            raise bad_input(f"series[{label!r}]",
                        f"{len(ns)} {'positive ' if positive else ''}values (one per n, "
                        "at least one not None)", f"{len(values)} values, {measured} not None")
     return ns
