@@ -14,6 +14,7 @@ import shutil
 import subprocess
 import sys
 import tarfile
+import types
 import zipfile
 from contextlib import redirect_stdout
 from pathlib import Path
@@ -155,6 +156,18 @@ class _Imports(ast.NodeVisitor):
         self.optional += optional
         self.generic_visit(node)
         self.optional -= optional
+
+    def visit_If(self, node: ast.If) -> None:
+        """``if sys.version_info >= (3, 11): import tomllib / else: import tomli``: only the
+        branch this interpreter (Binder's runtime.txt version) takes counts."""
+        test = ast.unparse(node.test)
+        if test.startswith("sys.version_info"):
+            runtime = (BINDER / "runtime.txt").read_text().strip().removeprefix("python-")
+            binder = types.SimpleNamespace(version_info=tuple(map(int, runtime.split("."))))
+            for child in node.body if eval(test, {"sys": binder}) else node.orelse:
+                self.visit(child)
+        else:
+            self.generic_visit(node)
 
     def visit_Import(self, node: ast.Import) -> None:
         if not self.optional:
