@@ -30,10 +30,12 @@ book: $(STAMP)
 ## the built book read in headless Chromium
 test: lint unit nbval book browser
 
-## lint: ruff, the notebooks' setup cells, no copied code (pylint), the floors and their
-## imports (check_structure; sizes over its limits are printed as warnings)
+## lint: ruff, mypy over the core (pyproject.toml [tool.mypy]), the notebooks' setup cells, no
+## copied code (pylint), the floors and their imports (check_structure; sizes over its limits
+## are printed as warnings)
 lint: $(STAMP)
 	$(BIN)/ruff check src tests scripts benchmarks notebooks
+	$(BIN)/mypy
 	$(PY) scripts/sync_notebooks.py --check
 	$(BIN)/pylint --disable=all --enable=duplicate-code src/transformer_book
 	$(PY) scripts/check_structure.py
