@@ -7,11 +7,11 @@ import io
 import json
 import os
 import shutil
-import subprocess
 import time
 
 import pytest
 import torch
+from plan_utils import write_plan
 
 from transformer_book.cli import main
 from transformer_book.data.multi30k import load_multi30k
@@ -567,12 +567,6 @@ seeds = [0]
 """
 
 
-def _git(root, *args):
-    env = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.org", "HOME": str(root),
-           "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@example.org",
-           "PATH": "/usr/bin:/bin:/usr/local/bin"}
-    subprocess.run(["git", "-C", str(root), *args], check=True, capture_output=True, env=env)
-
 
 @pytest.mark.slow
 def test_a_test_read_needs_a_plan_committed_before_training_and_happens_once(run, capsys,
@@ -581,17 +575,13 @@ def test_a_test_read_needs_a_plan_committed_before_training_and_happens_once(run
     checkpoint is refused; one committed before it reads the test split once for its
     system, with a ledger line and the translations kept; a second read is refused."""
     repo = tmp_path / "repo"
-    (repo / "results" / "plans").mkdir(parents=True)
-    _git(repo, "init", "-q")
-    plan = repo / "results" / "plans" / "cli-demo.toml"
-    plan.write_text(PLAN, encoding="utf-8")
+    plan = write_plan(repo, "cli-demo", PLAN, commit=False)
     argv = ["evaluate", "--checkpoint", str(run / "run"), "--split", "test_2016_flickr",
             "--beam", "2", "--limit", "5", "--plan", str(plan), "--system", "seed-0",
             "--results", str(tmp_path / "records")]
     assert main(argv) == 2
     assert "(not committed)" in _one_line(capsys)
-    _git(repo, "add", str(plan))
-    _git(repo, "commit", "-q", "-m", "plan")
+    write_plan(repo, "cli-demo", PLAN)
     assert main(argv) == 2, "the run was trained before the plan was committed"
     assert "a plan committed before the run" in _one_line(capsys)
 

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from plan_utils import write_plan
 
 from tests.test_cli import run  # noqa: F401 (the fixture: a tiny trained run)
 from transformer_book.inference import evaluate, load_trained
@@ -65,20 +65,7 @@ seeds = [0]
 @pytest.fixture
 def plan(tmp_path):
     """A plan committed in a repository of its own, where its ledger is kept."""
-    repo = tmp_path / "repo"
-    path = repo / "results" / "plans" / "protocol-demo.toml"
-    path.parent.mkdir(parents=True)
-    path.write_text(PLAN, encoding="utf-8")
-    for command in (["init", "-q"], ["add", str(path)], ["commit", "-q", "-m", "plan"]):
-        _git(repo, *command)
-    return path
-
-
-def _git(root, *args):
-    env = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.org", "HOME": str(root),
-           "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@example.org",
-           "PATH": "/usr/bin:/bin:/usr/local/bin"}
-    subprocess.run(["git", "-C", str(root), *args], check=True, capture_output=True, env=env)
+    return write_plan(tmp_path / "repo", "protocol-demo", PLAN)
 
 
 LAST, BEST, BEST5 = ("last", 5), ("best-val", None), ("best-val", 5)

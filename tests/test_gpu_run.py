@@ -7,12 +7,12 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
-import subprocess
 import sys
 import tarfile
 from pathlib import Path
 
 import pytest
+from plan_utils import write_plan
 
 from tests.test_cli import TINY
 from transformer_book.util.records import COMMIT_ENV, git_commit
@@ -81,27 +81,12 @@ seeds = [1, 2]
 """
 
 
-def _plan(folder: Path) -> Path:
-    """A plan committed in a repository of its own, where its ledger is kept."""
-    repo = folder / "repo"
-    path = repo / "results" / "plans" / "gpu-demo.toml"
-    path.parent.mkdir(parents=True)
-    path.write_text(PLAN, encoding="utf-8")
-    env = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.org", "HOME": str(repo),
-           "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@example.org",
-           "PATH": "/usr/bin:/bin:/usr/local/bin"}
-    for command in (["init", "-q"], ["add", str(path)], ["commit", "-q", "-m", "plan"]):
-        subprocess.run(["git", "-C", str(repo), *command], check=True, env=env,
-                       capture_output=True)
-    return path
-
-
 @pytest.mark.slow
 def test_trains_chooses_on_val_and_scores_the_choice_on_test(gpu_run, multi30k_dir, tmp_path,
                                                              capsys, one_at_a_time):
     configs = [_config(tmp_path, "tiny-a", multi30k_dir, "seed = 1\n"),
                _config(tmp_path, "tiny-b", multi30k_dir, "seed = 2\n")]
-    plan = _plan(tmp_path)
+    plan = write_plan(tmp_path / "repo", "gpu-demo", PLAN)
     code = gpu_run.main(["--configs", *configs, "--device", "cpu", "--max-steps", "20",
                          "--limit", "8", "--results", str(tmp_path / "results"),
                          "--runs", str(tmp_path / "runs"), "--bundle", str(tmp_path / "out"),

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import json
-import subprocess
 from pathlib import Path
 
 import pytest
+from plan_utils import write_plan
 
 from transformer_book.run.plans import (
     LEDGER,
@@ -33,31 +33,17 @@ seeds = [0, 1]
 """
 
 
-def git(root: Path, *args: str) -> None:
-    env = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.org",
-           "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@example.org",
-           "PATH": "/usr/bin:/bin:/usr/local/bin", "HOME": str(root)}
-    subprocess.run(["git", "-C", str(root), *args], check=True, capture_output=True, env=env)
-
-
 @pytest.fixture
 def repo(tmp_path: Path) -> Path:
-    git(tmp_path, "init", "-q")
-    (tmp_path / "results" / "plans").mkdir(parents=True)
     return tmp_path
 
 
 def commit_plan(repo: Path, text: str = PLAN) -> Path:
-    path = repo / "results" / "plans" / "demo.toml"
-    path.write_text(text, encoding="utf-8")
-    git(repo, "add", str(path))
-    git(repo, "commit", "-q", "-m", "plan")
-    return path
+    return write_plan(repo, "demo", text)
 
 
 def test_an_uncommitted_plan_is_refused(repo):
-    path = repo / "results" / "plans" / "demo.toml"
-    path.write_text(PLAN, encoding="utf-8")
+    path = write_plan(repo, "demo", PLAN, commit=False)
     with pytest.raises(BookError, match="not committed"):
         load_plan(path)
 
