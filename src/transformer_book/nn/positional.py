@@ -112,7 +112,24 @@ def relative_offset_matrix(
     return torch.block_diag(*blocks.unbind(0)).to(dtype)  # (d_model, d_model)
 
 
-class SinusoidalPositionalEncoding(nn.Module):
+class _FixedTable(nn.Module):
+    """A fixed table ``pe (max_len, d_model)`` added to the embeddings, then dropout:
+    ``forward(x (B, L, d_model), offset=0)`` adds positions ``offset .. offset + L - 1``
+    (``offset`` serves incremental decoding). Subclasses fill ``pe``."""
+
+    pe: torch.Tensor
+    d_model: int
+    max_len: int
+    dropout: nn.Dropout
+
+    def forward(self, x: torch.Tensor, offset: int = 0) -> torch.Tensor:
+        if not torch.compiler.is_compiling():  # metadata only, and not while tracing
+            _check_positions(x, self.d_model, self.max_len, offset)
+        pe = self.pe[offset : offset + x.shape[1]].to(x.dtype)  # (L, d_model)
+        return self.dropout(x + pe)  # (B, L, d_model) + (L, d_model) broadcasts over B
+
+
+class SinusoidalPositionalEncoding(_FixedTable):
     """Adds :func:`sinusoidal_encoding` to embeddings, then dropout (Section 5.4: "we apply
     dropout to the sums of the embeddings and the positional encodings").
 
@@ -129,12 +146,6 @@ class SinusoidalPositionalEncoding(nn.Module):
         self.max_len = require_positive_int(max_len, "max_len")
         self.dropout = nn.Dropout(require_probability(dropout, "dropout"))
         self.register_buffer("pe", sinusoidal_encoding(max_len, d_model), persistent=False)
-
-    def forward(self, x: torch.Tensor, offset: int = 0) -> torch.Tensor:
-        if not torch.compiler.is_compiling():  # metadata only, and not while tracing
-            _check_positions(x, self.d_model, self.max_len, offset)
-        pe = self.pe[offset : offset + x.shape[1]].to(x.dtype)  # (L, d_model)
-        return self.dropout(x + pe)  # (B, L, d_model) + (L, d_model) broadcasts over B
 
 
 class LearnedPositionalEmbedding(nn.Module):
@@ -162,7 +173,7 @@ class LearnedPositionalEmbedding(nn.Module):
         return self.dropout(x + pe)  # (B, L, d_model) + (L, d_model) broadcasts over B
 
 
-class FourierPositionalEncoding(nn.Module):
+class FourierPositionalEncoding(_FixedTable):
     """Random Fourier features of the position (Rahimi & Recht, 2007, "Random Features for
     Large-Scale Kernel Machines"; Tancik et al., 2020, "Fourier Features Let Networks Learn
     High Frequency Functions in Low Dimensional Domains", whose ``γ(v) = [cos 2πBv, sin 2πBv]``
@@ -200,12 +211,6 @@ class FourierPositionalEncoding(nn.Module):
         # (L, d/2) twice -> (L, d/2, 2) -> (L, d): sin in even columns, cos in odd ones
         pe = torch.stack((angles.sin(), angles.cos()), dim=-1).reshape(max_len, d_model)
         self.register_buffer("pe", pe.float(), persistent=False)
-
-    def forward(self, x: torch.Tensor, offset: int = 0) -> torch.Tensor:
-        if not torch.compiler.is_compiling():  # metadata only, and not while tracing
-            _check_positions(x, self.d_model, self.max_len, offset)
-        pe = self.pe[offset : offset + x.shape[1]].to(x.dtype)  # (L, d_model)
-        return self.dropout(x + pe)  # (B, L, d_model) + (L, d_model) broadcasts over B
 
 
 class NoPositions(nn.Module):
