@@ -70,6 +70,10 @@ def test_path_length_plot_draws_each_series_and_a_zoomed_panel():
         assert ax.get_xscale() == "log"
         assert {line.get_label(): list(line.get_ydata()) for line in ax.lines} == series
         assert list(ax.lines[0].get_xdata()) == [8, 16, 32]
+    same = path_length_plot([8, 16], {"ConvS2S": [4, 8], "Neural GPU": [4, 8]}, zoom_below=5)
+    under, over = same.axes[1].lines
+    assert under.get_linewidth() > over.get_linewidth(), "coinciding curves: the first shows"
+    assert under.get_linestyle() != over.get_linestyle()
     assert [ax.get_title() for ax in path_length_plot([8, 16], {"a": [1, 2]}).axes] == \
         ["all models"]
 

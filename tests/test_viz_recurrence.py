@@ -110,6 +110,9 @@ def test_sweep_by_position_draws_the_mean_and_the_range_of_the_seeds() -> None:
     assert curves(left)["H = 32, 3000 steps"] == pytest.approx([0.9, 0.4, 0.3])
     assert left.get_lines()[0].get_linestyle() == "-", "3000 steps: solid"
     assert right.get_lines()[0].get_linestyle() == "--", "300 steps: dashed"
+    three = sweep_by_position({"tf": {f"H = 128, {s} steps": runs for s in (300, 1000, 3000)}})
+    styles = [line.get_linestyle() for line in three.axes[0].get_lines()]
+    assert len(set(styles)) == 3, f"1,000 and 3,000 steps are drawn apart: {styles}"
     (band,) = left.collections
     edge = band.get_paths()[0].vertices[:, 1]
     low, high = edge.min(), edge.max()

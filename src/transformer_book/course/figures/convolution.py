@@ -192,6 +192,7 @@ def _check_series(ns: Sequence[float], series: Mapping[str, Sequence[float]],
 
 
 _MARKERS = ("o", "s", "^", "D", "v", "P")
+_STYLES = ("-", "--", "-.", ":")
 
 
 def path_length_plot(ns: Sequence[int], series: Mapping[str, Sequence[int]], *,
@@ -210,8 +211,12 @@ def path_length_plot(ns: Sequence[int], series: Mapping[str, Sequence[int]], *,
     for index, ax in enumerate(axes):
         for number, (label, values) in enumerate(series.items()):
             marker = _MARKERS[number % len(_MARKERS)]
+            # a marker, a line style and a width each, the first drawn widest: curves that
+            # coincide (ConvS2S's and the Neural GPU's) stay visible one under the other
             ax.plot(ns, [np.nan if v is None else float(v) for v in values], marker=marker,
-                    markersize=4, label=label)  # a marker each: overlapping curves stay visible
+                    markersize=4 + 2 * (len(series) - 1 - number), markerfacecolor="none",
+                    linestyle=_STYLES[number % len(_STYLES)],
+                    linewidth=1.2 + 1.2 * (len(series) - 1 - number), label=label)
         ax.set_xscale("log", base=2)
         ax.set_xlabel("sequence length n (log scale)")
         ax.set_ylabel("layers needed")

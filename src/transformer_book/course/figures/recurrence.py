@@ -213,6 +213,12 @@ def accuracy_vs_position(
     return fig
 
 
+def _steps(label: str) -> int:
+    """The step count a label ends with (``"H = 32, 1000 steps"``: 1000), else 0."""
+    words = label.split()
+    return int(words[-2]) if len(words) >= 2 and words[-1] == "steps" and words[-2].isdigit() else 0
+
+
 def sweep_by_position(
     panels: Mapping[str, Mapping[str, Sequence[Sequence[float]]]],
     *,
@@ -221,10 +227,13 @@ def sweep_by_position(
 ) -> Figure:
     """One panel per entry of ``panels`` (e.g. teacher forced, greedy); in each, one curve
     per configuration ``{label: seeds x positions}``: the mean over seeds as a line and the
-    range (lowest to highest seed) as a band. Labels ending in ``" 300 steps"`` are drawn
-    dashed, others solid, and a label's H picks its colour when it names one.
+    range (lowest to highest seed) as a band. A label's step count (``"..., 1000 steps"``)
+    picks its line style, one per count (dashed, solid, dotted, dash-dot from the fewest),
+    and a label's H picks its colour when it names one.
     """
     require(len(panels) > 0, "panels", "at least one panel", "none")
+    counts = sorted({_steps(label) for curves in panels.values() for label in curves})
+    styles = dict(zip(counts, ("--", "-", ":", "-.") * len(counts), strict=False))
     fig, axes = new_figure(1, len(panels), width=4.8 * len(panels), height=3.8)
     axes = np.atleast_1d(axes)
     for ax, (panel, curves) in zip(axes, panels.items(), strict=True):
@@ -236,7 +245,7 @@ def sweep_by_position(
             xs = np.arange(1, ys.shape[1] + 1)
             colour = next((PALETTE[k] for k, h in enumerate(("H = 32", "H = 128", "H = 512"))
                            if label.startswith(h + ",")), PALETTE[i % len(PALETTE)])
-            style = "--" if label.endswith(" 300 steps") else "-"
+            style = styles[_steps(label)]
             ax.plot(xs, ys.mean(axis=0), linestyle=style, marker="o", markersize=3,
                     color=colour, label=label)
             ax.fill_between(xs, ys.min(axis=0), ys.max(axis=0), color=colour, alpha=0.15)
