@@ -5,6 +5,9 @@
   ``torch.nn.RNN(num_layers=k)``.
 - 02.2 ``gru_cell(x, h, weight_ih, weight_hh, bias_ih, bias_hh)``: one GRU step (Cho et al.,
   2014), compared with ``torch.nn.GRUCell``.
+
+Neither may run torch's own recurrent kernels (``nn.RNN``, ``nn.RNNCell``, ``nn.GRUCell``,
+``nn.GRU``): the exercise is to write the step.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from torch import nn
 
 from transformer_book.baselines.rnn import RNNCell, rnn_unroll
 from transformer_book.course.exercises.core import (
+    Calls,
     ExerciseFailure,
     attempt,
     exercise,
@@ -62,7 +66,10 @@ def _pair(received, what: str) -> tuple[torch.Tensor, torch.Tensor]:
     return received[0], received[1]
 
 
-@exercise("02.1", "stacked RNN forward")
+@exercise("02.1", "stacked RNN forward", forbids=[Calls(
+    {"rnn_tanh", "rnn_tanh_cell", "rnn_relu", "rnn_relu_cell"},
+    advice="write the recurrence h = tanh(x W_ihᵀ + b_ih + h W_hhᵀ + b_hh) yourself, one "
+    "step at a time, instead of running nn.RNN or nn.RNNCell")])
 def check_stacked_rnn_forward(stacked_rnn_forward) -> str:
     """``stacked_rnn_forward(x, h0, layers) -> (outputs, h_n)`` equals the package's stack.
 
@@ -95,7 +102,10 @@ def check_stacked_rnn_forward(stacked_rnn_forward) -> str:
             "fresh random float64 cases (1 to 3 layers, including L = 1 and B = H = 1)")
 
 
-@exercise("02.2", "GRU cell")
+@exercise("02.2", "GRU cell", forbids=[Calls(
+    {"gru_cell", "gru"},
+    advice="compute the gates r and z, the candidate n and h' yourself instead of running "
+    "nn.GRUCell or nn.GRU")])
 def check_gru_cell(gru_cell) -> str:
     """``gru_cell(x, h, weight_ih, weight_hh, bias_ih, bias_hh)`` equals nn.GRUCell."""
     generator = fresh_generator()

@@ -10,6 +10,7 @@ from torch.nn import functional as F
 
 from transformer_book.baselines.conv import CausalConv1d, DilatedConvStack, layers_to_connect
 from transformer_book.course.exercises.core import (
+    LoopOver,
     attempt,
     exercise,
     expect_close,
@@ -19,9 +20,25 @@ from transformer_book.course.exercises.core import (
 )
 
 
-@exercise("03.1", "causal_conv1d")
+def _probe_inputs(length: int, generator: torch.Generator) -> list[tuple]:
+    """``causal_conv1d``'s arguments at ``length`` (kernel 3, dilation 2: a reach of 4 past
+    which no correct answer branches), once with a bias and once with ``None``."""
+    x = torch.randn(2, length, 3, generator=generator, dtype=torch.float64)
+    weight = torch.randn(4, 3, 3, generator=generator, dtype=torch.float64)
+    bias = torch.randn(4, generator=generator, dtype=torch.float64)
+    return [(x, weight, bias, 2), (x, weight, None, 2)]
+
+
+NO_LOOP_OVER_L = LoopOver(
+    "the L positions", inputs=_probe_inputs, sizes=(12, 36), size_name="L",
+    advice="pad once, then gather the k shifted copies of the sequence (a loop over the k "
+    "taps is fine) or use Tensor.unfold")
+
+
+@exercise("03.1", "causal_conv1d", forbids=[NO_LOOP_OVER_L])
 def check_causal_conv1d(causal_conv1d) -> str:
-    """``causal_conv1d(x, weight, bias, dilation)`` must equal the package's CausalConv1d."""
+    """``causal_conv1d(x, weight, bias, dilation)`` must equal the package's CausalConv1d,
+    without a loop over the positions (:data:`NO_LOOP_OVER_L`)."""
     generator = fresh_generator()
     shapes = []
     # (batch, length, C_in, C_out, kernel_size, dilation)
@@ -43,7 +60,9 @@ def check_causal_conv1d(causal_conv1d) -> str:
         reference = CausalConv1d(c_in, c_out, k, dilation).double()
         with torch.no_grad():
             reference.conv.weight.copy_(weight)
-            reference.conv.bias.copy_(bias if use_bias else torch.zeros(c_out, dtype=torch.float64))
+            if reference.conv.bias is not None:
+                reference.conv.bias.copy_(torch.zeros(c_out, dtype=torch.float64)
+                                          if bias is None else bias)
             expected = reference(x)  # (B, L, C_out)
         torch_says = F.conv1d(F.pad(x.transpose(1, 2), ((k - 1) * dilation, 0)), weight, bias,
                               dilation=dilation).transpose(1, 2)

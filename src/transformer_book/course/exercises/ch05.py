@@ -8,6 +8,7 @@ import torch
 
 from transformer_book.course.exercises.core import (
     ExerciseFailure,
+    UsesAutograd,
     attempt,
     exercise,
     expect_close,
@@ -73,10 +74,11 @@ def _reference_jacobian(scores: torch.Tensor) -> torch.Tensor:
     return torch.stack(rows, dim=-2)  # L x (..., L) -> (..., L, L): [..., i, j] = ∂p_i/∂s_j
 
 
-@exercise("05.2", "softmax_jacobian")
+@exercise("05.2", "softmax_jacobian", forbids=[UsesAutograd(
+    advice="build J = diag(p) - p pᵀ from p = softmax(scores) itself")])
 def check_softmax_jacobian(softmax_jacobian) -> str:
     """``softmax_jacobian(scores)`` must equal autograd's Jacobian, entry ``[..., i, j] =
-    ∂softmax_i / ∂score_j``."""
+    ∂softmax_i / ∂score_j``, without using autograd itself."""
     generator = fresh_generator()
     cases = []
     for index in range(14):
