@@ -8,8 +8,9 @@ forward + backward and forward only, float32, on every (batch, d, n) of the grid
 torch threads (the study's convention) and 1 (what a busy machine can measure), under the
 conventions of :data:`transformer_book.analysis.speed_study.CONVENTIONS`, and writes
 ``results/speed-study-<device>-<UTC time>.json`` with the grid, the conventions, the
-hardware, the commit, the command and the seconds it took. Chapter 05 reads the newest CPU
-record and the newest GPU record (if any) and plots them beside a small live run.
+hardware, the commit, the command and the seconds it took. Chapter 05 reads every CPU record
+taken on a quiet machine (each run is one repeat: its table gives the median crossover and
+the range over them) and plots the newest beside a small live run.
 """
 
 from __future__ import annotations

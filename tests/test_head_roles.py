@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from transformer_book.analysis.head_roles import (
+    CONTROLS,
     allowed_keys,
     head_roles,
     offset_mass,
@@ -58,6 +59,22 @@ def test_head_roles_tell_an_offset_head_from_a_content_head():
     assert roles["offset_fit"][0] > 0.85 and roles["content_fit"][0] < 0.6
     assert roles["content_fit"][1] > 0.95 and roles["offset_fit"][1] < 0.7
     assert (roles["uniform_fit"] < 0.7).all(), "neither head is uniform"
+
+
+def test_the_controls_catch_a_sink_and_a_self_reader():
+    weights, ids, lengths, vocab = synthetic(batch=60, seed=3)
+    sink, itself = torch.zeros_like(weights[:, :1]), torch.zeros_like(weights[:, :1])
+    for b, n in enumerate(lengths.tolist()):
+        sink[b, 0, :n, 0] = 1.0  # every query reads key 0 (a <bos> sink)
+        itself[b, 0, :n, :n] = torch.eye(n, dtype=F64)
+    roles = head_roles(torch.cat([weights, sink, itself], dim=1), ids, lengths, vocab)
+    assert roles["first_key_fit"][2] == pytest.approx(1.0) and roles["self_fit"][3] == 1.0
+    assert roles["position_fit"][2] == pytest.approx(1.0, abs=1e-5), "position explains a sink"
+    assert roles["offset_fit"][3] > 0.99, "a self-reader is an offset-0 head"
+    # the offset and content heads are explained by none of the controls
+    for head, fit in ((0, "offset_fit"), (1, "content_fit")):
+        assert all(roles[fit][head] > roles[c][head] + 0.2 for c in CONTROLS), (head, fit)
+    assert set(CONTROLS) <= set(roles)
 
 
 def test_uniform_rows_are_predicted_by_contents_and_baseline():

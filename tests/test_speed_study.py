@@ -16,7 +16,6 @@ from transformer_book.analysis.complexity import (
     self_attention_flops_per_layer,
 )
 from transformer_book.analysis.speed_study import (
-    GPU_PENDING,
     LAYERS,
     OPPONENTS,
     counted_crossover,
@@ -24,7 +23,7 @@ from transformer_book.analysis.speed_study import (
     crossover_rows,
     describe_crossover,
     measured_crossover,
-    newest_study,
+    quiet_studies,
     run_speed_study,
     study_curves,
     study_layers,
@@ -102,21 +101,36 @@ def _record(device: str, seconds: dict[str, list[float]], ns: list[int]) -> dict
     return {"experiment": "speed-study", "hardware": {"device": device}, "points": points}
 
 
-def test_crossover_rows_say_when_the_gpu_is_still_to_be_measured():
+def test_crossover_rows_give_the_median_and_range_over_repeats():
     ns = [8, 16, 32]
     cpu = _record("cpu", {"self-attention": [1, 2, 8], "nn.RNN": [2, 2, 2],
                           "nn.LSTM": [4, 4, 4], "convolution": [0.5, 1, 2]}, ns)
-    rows = {row["opponent"]: row for row in crossover_rows(cpu, None)}
-    assert rows["nn.RNN"]["cpu"] == "≈ 16" and rows["nn.LSTM"]["cpu"] == "≈ 23"
-    assert rows["convolution"]["cpu"] == "< 8"
+    rows = {row["opponent"]: row for row in crossover_rows([cpu])}
+    assert rows["nn.RNN"]["measured"] == "≈ 16" and rows["nn.LSTM"]["measured"] == "≈ 23"
+    assert rows["convolution"]["measured"] == "< 8"
     assert rows["nn.LSTM"]["counted"] == "32" and rows["nn.RNN"]["counted"] == "never"
-    assert all(row["gpu"] == GPU_PENDING for row in rows.values())
-    gpu = _record("cuda", {name: [1, 2, 8] if name == "self-attention" else [2, 2, 2]
-                           for name in LAYERS}, ns)
-    assert all(row["gpu"] == "≈ 16" for row in crossover_rows(cpu, gpu))
+    slower = _record("cpu", {"self-attention": [1, 4, 8], "nn.RNN": [2, 2, 2],
+                             "nn.LSTM": [4, 4, 4], "convolution": [0.5, 1, 2]}, ns)
+    rows = {row["opponent"]: row for row in crossover_rows([cpu, slower, cpu])}
+    assert rows["nn.RNN"]["measured"] == "≈ 16 [11 to 16]", "median of 3, and the range"
+    assert rows["nn.RNN"]["repeats"] == 3
+    assert rows["convolution"]["measured"] == "< 8", "the same in every repeat: no range"
+    with pytest.raises(BookError, match="studies"):
+        crossover_rows([])
 
 
-def test_the_script_writes_a_record_that_newest_study_finds(tmp_path):
+def test_quiet_studies_leave_out_a_record_taken_on_a_busy_machine(tmp_path):
+    for name, load in (("20260101T000000Z", 0.5), ("20260102T000000Z", 3.0)):
+        record = _record("cpu", {k: [1, 1, 1] for k in LAYERS}, [8, 16, 32])
+        record["hardware"]["cpu_count"] = 2
+        record["load_average"] = {"before": [load, 0, 0], "after": [0.1, 0, 0]}
+        record["kind"] = "speed"
+        (tmp_path / f"speed-study-cpu-{name}.json").write_text(json.dumps(record))
+    assert [r["load_average"]["before"][0] for r in quiet_studies(tmp_path)] == [0.5]
+    assert quiet_studies(tmp_path, "cuda") == []
+
+
+def test_the_script_writes_a_record_that_quiet_studies_find(tmp_path):
     done = subprocess.run([sys.executable, str(ROOT / "scripts" / "speed_study.py"), "--quick",
                            "--repeats", "1", "--results", str(tmp_path)],
                           capture_output=True, text=True, timeout=300, check=False)
@@ -125,9 +139,10 @@ def test_the_script_writes_a_record_that_newest_study_finds(tmp_path):
     record = json.loads(path.read_text())
     assert record["config"]["threads"] == [2, 1] and record["conventions"]["dtype"] == "float32"
     assert {"load_average", "git", "command", "seconds", "seed"} <= set(record)
-    assert newest_study(tmp_path, "cpu")["points"] == record["points"]
-    assert newest_study(tmp_path, "cuda") is None
-    assert len(crossover_rows(record, None)) == 2 * len(OPPONENTS)  # 2 batches, 1 d
+    studies = quiet_studies(tmp_path, "cpu")
+    assert not studies or studies[-1]["points"] == record["points"], "unless the load was high"
+    assert quiet_studies(tmp_path, "cuda") == []
+    assert len(crossover_rows([record])) == 2 * len(OPPONENTS)  # 2 batches, 1 d
 
 
 def test_the_script_rejects_an_unknown_device(tmp_path):

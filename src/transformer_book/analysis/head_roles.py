@@ -17,6 +17,12 @@ one half of the sentences and scores them on the other half: the *offset predict
 s(x_j)`` (one number per key token, how much weight that token draws relative to a uniform
 row). A predictor's score is the overlap ``Σ_j min(p(j | i), q(j | i))`` of the real row and
 the predicted one, averaged over the held-out query rows: 1 is a perfect prediction.
+
+Three controls rule out the plain explanations of a good fit: the *position predictor*
+``q(j | i) ∝ a(j)`` (one number per absolute key position), the *first-key predictor* (all
+weight on key 0, the decoder's ``<bos>``) and the *self predictor* (all weight on the query's
+own position). A head whose weights the first key or its own position explain is a sink or
+a self-reader, whatever the offset or content fit says; :data:`CONTROLS` names them.
 """
 
 from __future__ import annotations
@@ -28,7 +34,10 @@ from torch import nn
 
 from transformer_book.util.validation import require, require_tensor
 
-__all__ = ["allowed_keys", "head_roles", "offset_mass", "self_attention_maps"]
+__all__ = ["CONTROLS", "allowed_keys", "head_roles", "offset_mass", "self_attention_maps"]
+
+# The fits that an offset or a content head must beat (besides "uniform_fit").
+CONTROLS = ("position_fit", "first_key_fit", "self_fit")
 
 
 def self_attention_maps(model: nn.Module, src_ids: torch.Tensor,
@@ -132,8 +141,9 @@ def head_roles(weights: torch.Tensor, ids: torch.Tensor, lengths: torch.Tensor,
     ``weights (B, h, L, L)`` of the right-padded token ``ids (B, L)`` with real ``lengths
     (B,)``. Both predictors (module docstring) are fitted on the first half of the
     sentences and scored on the second half. Returns ``{"offset_fit": (h,), "content_fit":
-    (h,)}`` (overlaps in [0, 1]) and ``"uniform_fit": (h,)``, the score of a uniform row,
-    the baseline that neither predictor should fall below.
+    (h,)}`` (overlaps in [0, 1]), ``"uniform_fit": (h,)``, the score of a uniform row, the
+    baseline that neither predictor should fall below, and the :data:`CONTROLS`
+    (``"position_fit"``, ``"first_key_fit"``, ``"self_fit"``, each ``(h,)``).
     """
     require_tensor(ids, "ids", ndim=2)
     require(weights.ndim == 4 and weights.shape[0] == ids.shape[0] >= 2
@@ -150,8 +160,20 @@ def head_roles(weights: torch.Tensor, ids: torch.Tensor, lengths: torch.Tensor,
     salience = _content_table(weights[fit], ids[fit], allowed[fit], vocab_size)  # (h, V)
     content_guess = salience[:, ids[test]].permute(1, 0, 2)[:, :, None, :]  # (B', h, 1, L)
     test_weights, test_allowed = weights[test], allowed[test]
+    fit_allowed = allowed[fit]
+    by_position = (weights[fit] * fit_allowed[:, None]).sum(dim=(0, 2))  # (h, L)
+    rows_reaching = fit_allowed.sum(dim=(0, 1)).clamp_min(1)  # (L,): rows that may read key j
+    position_guess = (by_position / rows_reaching).clamp_min(1e-6)[None, :, None, :]
+    first_key = torch.zeros(size, dtype=weights.dtype, device=weights.device)
+    first_key[0] = 1.0
+    itself = torch.eye(size, dtype=weights.dtype, device=weights.device)
     return {
         "offset_fit": _overlap(test_weights, offset_guess.expand_as(test_weights), test_allowed),
+        "position_fit": _overlap(test_weights, position_guess.expand_as(test_weights),
+                                 test_allowed),
+        "first_key_fit": _overlap(test_weights, first_key.expand_as(test_weights),
+                                  test_allowed),
+        "self_fit": _overlap(test_weights, itself.expand_as(test_weights), test_allowed),
         "content_fit": _overlap(test_weights, content_guess.expand_as(test_weights),
                                 test_allowed),
         "uniform_fit": _overlap(test_weights, torch.ones_like(test_weights), test_allowed),

@@ -33,6 +33,7 @@ convolution (6nd²) and fewer than an LSTM (16nd²) while n < 2d. Measured
 from __future__ import annotations
 
 import math
+import statistics
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -53,7 +54,6 @@ from transformer_book.util.validation import require, require_one_of, require_po
 
 __all__ = [
     "CONVENTIONS",
-    "GPU_PENDING",
     "LAYERS",
     "MODES",
     "OPPONENTS",
@@ -63,7 +63,7 @@ __all__ = [
     "crossover_rows",
     "describe_crossover",
     "measured_crossover",
-    "newest_study",
+    "quiet_studies",
     "run_speed_study",
     "study_curves",
     "study_layers",
@@ -74,7 +74,6 @@ OPPONENTS = LAYERS[1:]
 MODES = ("forward+backward", "forward")
 KERNEL_SIZE = 3
 RECORD_KIND = "speed"  # records are results/speed-study-<device>-<UTC time>.json
-GPU_PENDING = "to be measured on a GPU"
 CONVENTIONS = {
     "layers": {
         "self-attention": "MultiHeadAttention with its projections W^Q, W^K, W^V, W^O",
@@ -255,34 +254,47 @@ def study_curves(points: Sequence[Mapping[str, Any]], mode: str = "forward+backw
     return curves
 
 
-def newest_study(results_dir: str | Path, device_type: str) -> dict[str, Any] | None:
-    """The newest speed-study record in ``results_dir`` measured on ``device_type``
-    (``"cpu"``, ``"cuda"``), or ``None`` if there is none."""
-    records = [r for r in read_records(results_dir, RECORD_KIND)
-               if r.get("experiment") == "speed-study"
-               and r.get("hardware", {}).get("device") == device_type]
-    return records[-1] if records else None
+def quiet_studies(results_dir: str | Path, device_type: str = "cpu") -> list[dict[str, Any]]:
+    """The speed-study records in ``results_dir`` measured on ``device_type`` (``"cpu"``,
+    ``"cuda"``), oldest first, leaving out a CPU record whose 1-minute load average reached
+    its core count before or after the run: its 2-thread times include the wait for a core."""
+    def quiet(record: Mapping[str, Any]) -> bool:
+        load, cores = record.get("load_average"), record["hardware"].get("cpu_count")
+        if device_type != "cpu" or not load or not cores:
+            return True
+        return max(load["before"][0], load["after"][0]) < cores
+
+    return [r for r in read_records(results_dir, RECORD_KIND)
+            if r.get("experiment") == "speed-study"
+            and r.get("hardware", {}).get("device") == device_type and quiet(r)]
 
 
-def crossover_rows(cpu: Mapping[str, Any] | None, gpu: Mapping[str, Any] | None,
-                   mode: str = "forward+backward", threads: int = 2) -> list[dict[str, Any]]:
-    """One row per (batch, d, opponent) of the CPU record: the counted crossover, the
-    measured one on the CPU with ``threads`` threads and on the GPU (:data:`GPU_PENDING`
-    without a GPU record, or when it lacks that point). Each crossover is a string
-    (:func:`describe_crossover`)."""
+def _spread(crossovers: Sequence[float], ns: Sequence[int]) -> str:
+    """One crossover per repeat of the study: the median, and the range when they differ
+    (``"≈ 1200 [1100–1300]"``)."""
+    middle = describe_crossover(statistics.median(crossovers), ns)
+    low, high = (describe_crossover(x, ns) for x in (min(crossovers), max(crossovers)))
+    if low == high:
+        return middle
+    return f"{middle} [{low.removeprefix('≈ ')} to {high.removeprefix('≈ ')}]"
+
+
+def crossover_rows(studies: Sequence[Mapping[str, Any]], mode: str = "forward+backward",
+                   threads: int = 2) -> list[dict[str, Any]]:
+    """One row per (batch, d, opponent) of the first record in ``studies`` (repeats of the
+    study on one kind of device): the counted crossover (``"counted"``) and the measured
+    one with ``threads`` threads (``"measured"``), the median over the repeats with their
+    range (:func:`describe_crossover`), and ``"repeats"``, how many records had the point."""
+    require(len(studies) > 0, "studies", "at least one speed-study record", "none")
+    curves = [study_curves(study["points"], mode, threads) for study in studies]
     rows = []
-    cpu_curves = study_curves(cpu["points"], mode, threads) if cpu else {}
-    gpu_curves = study_curves(gpu["points"], mode, None) if gpu else {}
-    for (batch, d), curve in cpu_curves.items():
+    for (batch, d), first in curves[0].items():
         for opponent in OPPONENTS:
-            row = {"batch": batch, "d": d, "opponent": opponent,
-                   "counted": describe_crossover(counted_crossover(opponent, d))}
-            for where, found in (("cpu", curve), ("gpu", gpu_curves.get((batch, d)))):
-                if found is None:
-                    row[where] = GPU_PENDING
-                    continue
-                ns, seconds = found["ns"], found["seconds"]
-                n = measured_crossover(ns, seconds["self-attention"], seconds[opponent])
-                row[where] = describe_crossover(n, ns)
-            rows.append(row)
+            found = [c[batch, d] for c in curves if (batch, d) in c]
+            crossovers = [measured_crossover(c["ns"], c["seconds"]["self-attention"],
+                                             c["seconds"][opponent]) for c in found]
+            rows.append({"batch": batch, "d": d, "opponent": opponent,
+                         "counted": describe_crossover(counted_crossover(opponent, d)),
+                         "measured": _spread(crossovers, first["ns"]),
+                         "repeats": len(found)})
     return rows
