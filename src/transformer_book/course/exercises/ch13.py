@@ -60,28 +60,49 @@ def check_perplexity(candidate) -> str:
         logits = torch.randn(b, t, v, generator=gen, dtype=torch.float64) * 3
         targets = torch.randint(1, v, (b, t), generator=gen)
         targets[:, 1:] = targets[:, 1:].masked_fill(torch.rand(b, t - 1, generator=gen) < 0.3, 0)
-        cases.append((logits, targets, f"logits of shape {(b, t, v)} with some padding (id 0)"))
+        cases.append((logits, targets, 0,
+                      f"logits of shape {(b, t, v)} with some padding (id 0)"))
+    for _ in range(3):  # another padding id, passed as pad_id; id 0 is then a real token
+        b, t, v = (int(torch.randint(1, 5, (1,), generator=gen)),
+                   int(torch.randint(2, 7, (1,), generator=gen)),
+                   int(torch.randint(4, 12, (1,), generator=gen)))
+        pad_id = int(torch.randint(1, v, (1,), generator=gen))
+        logits = torch.randn(b, t, v, generator=gen, dtype=torch.float64) * 3
+        targets = torch.randint(0, v, (b, t), generator=gen)
+        targets[:, 0] = 0  # every sentence starts with a real token, id 0
+        targets[:, 1:] = targets[:, 1:].masked_fill(
+            torch.rand(b, t - 1, generator=gen) < 0.3, pad_id)
+        cases.append((logits, targets, pad_id, f"logits of shape {(b, t, v)} with "
+                                               f"pad_id={pad_id} (id 0 a real token)"))
     logits = torch.randn(2, 5, 7, generator=gen, dtype=torch.float64)
     targets = torch.zeros(2, 5, dtype=torch.long)
     targets[1, 0] = 3
-    cases.append((logits, targets, "a batch that is all padding but one token"))
+    cases.append((logits, targets, 0, "a batch that is all padding but one token"))
     sure = torch.full((1, 3, 4), -30.0, dtype=torch.float64)
     sure[0, torch.arange(3), torch.tensor([1, 2, 3])] = 30.0
-    cases.append((sure, torch.tensor([[1, 2, 3]]), "a model that is certain and right (ppl 1)"))
-    for logits, targets, what in cases:
-        received = attempt(candidate, logits.clone(), targets.clone(), what=what)
+    cases.append((sure, torch.tensor([[1, 2, 3]]), 0,
+                  "a model that is certain and right (ppl 1)"))
+    for logits, targets, pad_id, what in cases:
+        # pad_id left at its default of 0, or passed when it is another id
+        extra = {"pad_id": pad_id} if pad_id else {}
+        received = attempt(candidate, logits.clone(), targets.clone(), what=what, **extra)
         try:
             value = float(received)
         except (TypeError, ValueError):
             raise ExerciseFailure(f"for {what}, expected a number, received "
                                   f"{type(received).__name__}") from None
-        expected = math.exp(float(label_smoothed_cross_entropy(logits, targets, 0.0, 0)))
+        expected = math.exp(float(label_smoothed_cross_entropy(logits, targets, 0.0, pad_id)))
         if not math.isfinite(value) or abs(value - expected) > 1e-6 * max(1.0, expected):
             hint = ""
             with_padding = math.exp(float(label_smoothed_cross_entropy(logits, targets, 0.0, -1)))
             if abs(value - with_padding) < 1e-6 * max(1.0, with_padding):
                 hint = " (did you count the padding positions?)"
+            elif pad_id:  # the padding taken to be id 0 whatever pad_id says
+                pad_zero = math.exp(float(label_smoothed_cross_entropy(logits, targets, 0.0, 0)))
+                if abs(value - pad_zero) < 1e-6 * max(1.0, pad_zero):
+                    hint = " (the padding is pad_id, not always id 0)"
             raise ExerciseFailure(f"for {what}, expected {expected:.6g}, received {value:.6g}"
                                   + hint)
     return (f"matched exp(cross-entropy without smoothing, padding ignored) on {len(cases)} "
-            "fresh batches, including almost-all padding and a certain, correct model")
+            "fresh batches, including almost-all padding, padding ids other than 0 and a "
+            "certain, correct model")
