@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+
 import torch
 
 from transformer_book.course.exercises.core import (
@@ -13,6 +15,7 @@ from transformer_book.course.exercises.core import (
     fresh_generator,
     random_int,
 )
+from transformer_book.nn import positional
 from transformer_book.nn.positional import relative_offset_matrix, sinusoidal_encoding
 
 
@@ -22,6 +25,25 @@ def _float64(received, what: str, shape: tuple[int, ...]) -> torch.Tensor:
         raise ExerciseFailure(f"for {what}, expected a floating-point tensor, received "
                               f"dtype {received.dtype}")
     return received.detach().to(torch.float64)
+
+
+@contextlib.contextmanager
+def _package_encodings_refused():
+    """While it is open, the package's sinusoids (``sinusoidal_encoding``,
+    ``relative_offset_matrix`` and the modules built on them all read ``_frequencies``)
+    raise: 08.1 and 08.2 ask for the table and the rotation written out."""
+    original = positional._frequencies
+
+    def refuse(*args, **kwargs):
+        raise RuntimeError("this exercise builds the sinusoids itself: compute them from "
+                           "positions and frequencies rather than with transformer_book's "
+                           "sinusoidal_encoding or relative_offset_matrix")
+
+    positional._frequencies = refuse
+    try:
+        yield
+    finally:
+        positional._frequencies = original
 
 
 @exercise("08.1", "sinusoid_table")
@@ -38,7 +60,8 @@ def check_sinusoidal_encoding(candidate) -> str:
     for length, d_model, base in cases:
         what = f"length={length}, d_model={d_model}, base={base:g}"
         expected = sinusoidal_encoding(length, d_model, base, dtype=torch.float64)
-        received = attempt(candidate, length, d_model, base=base, what=what)
+        with _package_encodings_refused():
+            received = attempt(candidate, length, d_model, base=base, what=what)
         expect_close(_float64(received, what, (length, d_model)), expected, what=what,
                      atol=1e-5, rtol=0.0)
     return (
@@ -52,25 +75,27 @@ def check_offset_rotation(candidate) -> str:
     """``offset_rotation(k, d_model, base=10000.0)`` must be the matrix ``M_k`` with
     ``PE(pos + k) = M_k PE(pos)`` for every position: a block-diagonal rotation."""
     generator = fresh_generator()
-    cases = []
+    cases: list[tuple[float, int, float]] = []
     for index in range(12):
         d_model = 2 * random_int(1, 12, generator)
-        k = random_int(-30, 30, generator)
         base = 10000.0 if index % 3 else float(random_int(2, 500, generator))
-        cases.append((k, d_model, base))
+        cases.append((random_int(-30, 30, generator), d_model, base))
     cases += [(0, 8, 10000.0), (1, 2, 10000.0), (-7, 16, 10000.0), (0.5, 6, 10000.0)]
     for k, d_model, base in cases:
         what = f"k={k}, d_model={d_model}, base={base:g}"
-        received = _float64(attempt(candidate, k, d_model, base=base, what=what), what,
-                            (d_model, d_model))
+        with _package_encodings_refused():
+            raw = attempt(candidate, k, d_model, base=base, what=what)
+        received = _float64(raw, what, (d_model, d_model))
+        # float64 to 1e-8; float32 (or another float type) as closely as 08.1's tables
+        atol = 1e-8 if raw.dtype == torch.float64 else 1e-5
         pe = sinusoidal_encoding(100, d_model, base, dtype=torch.float64)  # (100, d_model)
         if float(k).is_integer():  # the defining property, on every row pos with pos + k in
             rows = torch.arange(max(0, -int(k)), min(100, 100 - int(k)))  # the table
             moved = pe[rows] @ received.T  # (n, d_model): M_k PE(pos) for each row
             expect_close(moved, pe[rows + int(k)], what=f"PE(pos + k) = M_k PE(pos) with {what}",
-                         atol=1e-8, rtol=0.0)
+                         atol=atol, rtol=0.0)
         expected = relative_offset_matrix(k, d_model, base)
-        expect_close(received, expected, what=what, atol=1e-8, rtol=0.0)
+        expect_close(received, expected, what=what, atol=atol, rtol=0.0)
     return (
         f"M_k PE(pos) equalled PE(pos + k) for every position of a 100-row table, and M_k "
         f"matched relative_offset_matrix, on {len(cases)} fresh offsets (negative, zero and "
