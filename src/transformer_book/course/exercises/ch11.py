@@ -110,7 +110,8 @@ def reference_beam_step(scores: torch.Tensor, logp: torch.Tensor, k: int, eos_id
     vocab = logp.shape[1]
     totals = (scores[:, None] + logp).reshape(1, -1)  # (W, V) -> (1, W·V)
     values, index = top_candidates(totals, 2 * k)  # (1, 2k), best first
-    finished, live = [], []
+    finished: list[tuple[float, int]] = []
+    live: list[tuple[float, int, int]] = []
     for rank, (value, i) in enumerate(zip(values[0].tolist(), index[0].tolist(), strict=True)):
         beam, token = divmod(i, vocab)
         if not math.isfinite(value):
@@ -180,7 +181,7 @@ def _beam_cases(generator: torch.Generator) -> list[tuple]:
 
 
 def _built_cases(generator: torch.Generator) -> list[tuple]:
-    cases = []
+    cases: list[tuple] = []
     k, vocab, eos = 3, 10, 2
     scores = -torch.tensor([4.0, 4.5, 5.0], dtype=torch.float64)
     for rank in (0, k, 2 * k - 1):  # finished; dropped; dropped at the edge

@@ -132,8 +132,8 @@ def check_frozen_encoder_step_flops(frozen_encoder_step_flops) -> str:
         if received != expected:
             hints = _hints(received, config, s, t, b)
             hint = f" ({'; '.join(hints)})" if hints else ""
-            raise ExerciseFailure(f"for {what}, FlopCounterMode counted {expected:,} FLOPs, "
-                                  f"received {received:,}{hint}")
+            raise ExerciseFailure(f"for {what}, expected {expected:,} FLOPs (what "
+                                  f"FlopCounterMode counts), received {received:,}{hint}")
     base = TransformerConfig.preset("base", 37000, tie_embeddings=False)
     received = attempt(frozen_encoder_step_flops, base, 32, 32, 780, what="the base model")
     expected = frozen_encoder_reference(base, 32, 32, 780)
