@@ -132,3 +132,20 @@ def test_student_notebooks_are_readable_as_the_umask_allows(tmp_path):
         os.umask(previous)
     assert {path.stat().st_mode & 0o777 for path in written} == {0o644}
     assert issubclass(MarkerError, BookError)
+
+
+def test_without_source_outside_a_checkout_the_command_says_where_the_notebooks_are(
+        tmp_path, monkeypatch, capsys):
+    """From an installed package, with no notebooks/ in the current folder, assignments and
+    grade ask for --source with a hint instead of failing on a missing folder."""
+    monkeypatch.chdir(tmp_path)
+    for argv in (["assignments", "--out", "students"], ["grade", "subs", "--out", "grades"]):
+        assert cli_main(argv) == 2, argv
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and "--source: expected the folder of the course's master " \
+            "notebooks: a checkout's notebooks/" in err, err
+        assert not (tmp_path / argv[-1]).exists(), "nothing written"
+    (tmp_path / "notebooks").mkdir()
+    (tmp_path / "notebooks" / NOTEBOOKS[0].name).write_bytes(NOTEBOOKS[0].read_bytes())
+    assert cli_main(["assignments", "--out", "students"]) == 0, "a checkout's root: the default"
+    assert (tmp_path / "students" / NOTEBOOKS[0].name).exists()

@@ -358,8 +358,12 @@ def test_unusable_output_paths_are_refused_before_any_work(tmp_path, capsys):
         (["evaluate", "--checkpoint", str(out), "--hypotheses", str(tmp_path / "no" / "h.txt")],
          "--hypotheses: expected a file in an existing folder"),
         (["evaluate", "--checkpoint", str(out), "--split", "dev"],
-         "--split: expected one of ['test', 'test_2016_flickr', 'train', 'val', 'valid'], "
-         "received 'dev'"),
+         "argument --split: invalid choice: 'dev' (choose from 'test', 'test_2016_flickr', "
+         "'train', 'val', 'valid')"),
+        (["evaluate", "--checkpoint", str(out), "--max-tokens", "0"],
+         "--max-tokens: expected an integer >= 1, received 0"),
+        (["translate", "Ein Hund.", "--checkpoint", str(out), "--max-tokens", "-3"],
+         "--max-tokens: expected an integer >= 1, received -3"),
         (["evaluate", "--checkpoint", str(out), "--split", "test_2016_flickr"],
          "--plan: expected a plan committed before training (results/plans/*.toml) to read "
          "a test split, received none"),
@@ -493,6 +497,28 @@ def test_evaluate_refuses_a_selection_it_cannot_make(evaluated, saved, tmp_path,
         assert not results.exists()
     assert main(["evaluate", "--checkpoint", str(evaluated), "--select", "best"]) == 2
     assert "argument --select: invalid choice: 'best'" in _one_line(capsys)
+
+
+def test_version_split_choices_and_one_device_rule(capsys, monkeypatch):
+    """--version answers; --split's choices are every split a registered dataset names;
+    translate and evaluate take the best device, as train does, unless --device names one."""
+    from transformer_book import __version__
+    from transformer_book.cli import SPLITS, _device, build_parser
+    from transformer_book.data.corpora import DATASETS
+    from transformer_book.util import env
+
+    with pytest.raises(SystemExit) as done:
+        main(["--version"])
+    assert done.value.code == 0 and capsys.readouterr().out == f"transformer-book {__version__}\n"
+    names = {own for entry in DATASETS.values() for own in entry.own_split_names()}
+    assert set(SPLITS) == names, "the parser's --split choices follow the datasets' registry"
+    monkeypatch.setattr(env, "_available", lambda kind: kind in ("cpu", "mps"))
+    for command in ("translate", "evaluate"):
+        argv = [command, *(["Ein Hund."] if command == "translate" else []), "--checkpoint", "x"]
+        args = build_parser().parse_args(argv)
+        assert args.max_tokens == 4096
+        assert _device(args).type == "mps", f"{command}: the best device, as train picks"
+        assert _device(build_parser().parse_args([*argv, "--device", "cpu"])).type == "cpu"
 
 
 def test_evaluate_help_says_the_test_split_is_asked_for(capsys):

@@ -2,6 +2,7 @@
 
 Subcommands::
 
+    transformer-book --version
     transformer-book env                          # versions, device, threads
     transformer-book assignments --out DIR [--nbgrader]  # student notebooks / nbgrader sources
     transformer-book grade SUBMISSIONS --out DIR [--marks marks.csv]  # grades.csv, feedback
@@ -16,15 +17,16 @@ Subcommands::
     transformer-book evaluate --checkpoint runs/small [--split val|test_2016_flickr]
                               [--select last|best-val|best-val-bleu] [--average 5]
                               [--beam 4] [--limit K] [--results results]
-                              [--stop exact|k_finished]
+                              [--stop exact|k_finished] [--max-tokens 4096]
     transformer-book export --checkpoint runs/small --out DIR [--average 5]   # Hugging Face
 
 Errors in what was asked (bad config, empty input, corrupted checkpoints, a command line
 argparse cannot read) raise :class:`~transformer_book.util.validation.BookError`: one line,
 ``transformer-book <cmd>: error: ...``, exit code 2. The paths a command writes, its
-``--device`` and decoding arguments are checked before any work starts. A training loss
-that becomes NaN/inf exits with code 1 and a diagnostic. Any other exception is a bug and
-shows its traceback.
+``--device`` and decoding arguments are checked before any work starts. Every command
+computes on the best device the machine has (cuda, mps, cpu) unless ``--device`` names
+one. A training loss that becomes NaN/inf exits with code 1 and a diagnostic. Any other
+exception is a bug and shows its traceback.
 
 Each subcommand is a function ``_cmd_<name>(args) -> int`` registered in
 :func:`build_parser`. The package is imported inside them (this module alone may do so), so
@@ -138,6 +140,7 @@ def _check_decoding_arguments(args: argparse.Namespace) -> None:
         require_positive_int(args.beam, "--beam")
     if args.alpha is not None:
         check_alpha(args.alpha, argument="--alpha")
+    require_positive_int(args.max_tokens, "--max-tokens")
     _check_device(args.device)
 
 
@@ -172,12 +175,13 @@ def _cmd_translate(args: argparse.Namespace) -> int:
     _check_decoding_arguments(args)
     sampling = _sampling_settings(args)
     sentences = _read_sentences(args.sentences)
-    trained = load_trained(args.checkpoint, device=args.device)
+    trained = load_trained(args.checkpoint, device=_device(args))
     # A strategy by name, with its settings: sampling, or beam search (the config's beam
     # size and α where --beam and --alpha are not given; a beam of one is greedy search).
     beam = {"beam_size": args.beam, "alpha": args.alpha, "stop": args.stop or "exact"}
     strategy, settings = ("sample", sampling) if args.sample else ("beam", beam)
     lines = iter(translate(trained, [s for s in sentences if s], strategy, **settings,
+                           max_tokens=args.max_tokens,
                            # indices among the non-blank:
                            argument="sentences" if all(sentences) else "non-blank sentences"))
     for sentence in sentences:  # a line break in a translation would shift every line after
@@ -194,13 +198,13 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
     _check_evaluate_arguments(args)
     plan = None if args.plan is None else _check_plan(args)
     with Stopwatch() as wall:
-        trained = load_trained(args.checkpoint, device=args.device, average=args.average,
+        trained = load_trained(args.checkpoint, device=_device(args), average=args.average,
                                select=args.select)
         print(_describe_selection(trained.selection))
         if plan is not None:
             _check_planned_before(plan, trained)
         evaluation = evaluate(trained, split=args.split, limit=args.limit, beam_size=args.beam,
-                              alpha=args.alpha, stop=args.stop)
+                              alpha=args.alpha, stop=args.stop, max_tokens=args.max_tokens)
         print(evaluation)
         if args.hypotheses is not None:
             atomic_write_text(args.hypotheses, "\n".join(evaluation.hypotheses) + "\n")
@@ -294,8 +298,13 @@ def _check_evaluate_arguments(args: argparse.Namespace) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from transformer_book import __version__  # the package root is light: no torch yet
+
     parser = _Parser(prog="transformer-book",
-                     description="The Transformer, step by step: tools for the course.")
+                     description="The Transformer, step by step: tools for the course. "
+                     "Every command computes on the best device this machine has (cuda, "
+                     "then mps, then cpu) unless --device names one.")
+    parser.add_argument("--version", action="version", version=f"transformer-book {__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
     env = commands.add_parser("env", help="print versions, device and threads")
     env.set_defaults(run=_cmd_env)
@@ -323,7 +332,7 @@ def _add_train_parser(commands: Any) -> None:
     add("--max-minutes", type=float, default=None, help="override [train] max_minutes")
     add("--no-resume", action="store_true",
         help="start from scratch (refused if --out holds checkpoints)")
-    add("--device", default=None, help="cpu, cuda, cuda:1, mps (default: best)")
+    add("--device", default=None, help=DEVICE_HELP)
     add("--bleu-sentences", type=int, default=200,
         help="val sentences decoded for greedy BLEU at each evaluation (default 200; 0 = no BLEU)")
     add("--val-sentences", type=int, default=None,
@@ -356,7 +365,7 @@ def _add_evaluate_parser(commands: Any) -> None:
     evaluate = commands.add_parser(
         "evaluate", help="BLEU, chrF++ and TER of a checkpoint on a Multi30k split (Section 6.1)")
     add = evaluate.add_argument
-    add("--split", default="val",
+    add("--split", default="val", choices=SPLITS,
         help="the split by its dataset's name: val (default) or test_2016_flickr for Multi30k, "
         "valid or test for parallel text; a test split is read only with --plan, once per "
         "system, after every choice has been made on val")
@@ -397,7 +406,23 @@ def _add_decoding_arguments(parser: argparse.ArgumentParser) -> None:
     add("--stop", choices=STOPPING_RULES, default="exact",
         help="beam search's stopping rule: exact (default; stop when no live hypothesis can "
         "win) or k_finished (stop once beam-size hypotheses have finished, as fairseq)")
-    add("--device", default=None, help="cpu, cuda, cuda:N, mps (default cpu)")
+    add("--device", default=None, help=DEVICE_HELP)
+    add("--max-tokens", type=int, default=4096,
+        help="source tokens decoded together at most (default 4096; lower it to use less "
+        "memory)")
+
+
+DEVICE_HELP = "cpu, cuda, cuda:N or mps (default: the best this machine has, cuda, mps, cpu)"
+# Every split a registered dataset names (data.corpora.DATASETS, which a test holds this to;
+# listed here so that building the parser loads no torch).
+SPLITS = ("test", "test_2016_flickr", "train", "val", "valid")
+
+
+def _device(args: argparse.Namespace) -> Any:
+    """``--device``, or the best device this machine has: the one rule of every command."""
+    from transformer_book.util.env import get_device
+
+    return get_device(args.device) if args.device is not None else get_device()
 
 
 def _add_results_argument(parser: argparse.ArgumentParser) -> None:

@@ -39,7 +39,21 @@ or holding --source or SUBMISSIONS. This is not a sandbox: the notebooks run wit
 rights; for isolation run it in a container."""
 
 
+def _source(args: argparse.Namespace) -> Path:
+    """``--source``, or ``notebooks/`` in the current folder when it holds the chapters (a
+    checkout's root); elsewhere the master notebooks must be named."""
+    if args.source is not None:
+        return Path(args.source)
+    here = Path("notebooks")
+    require(any(here.glob("*.ipynb")), "--source",
+            "the folder of the course's master notebooks: a checkout's notebooks/ "
+            "(git clone https://github.com/transformer-step-by-step/transformer-book), or run "
+            "from the checkout's root", f"no --source, and no notebooks/*.ipynb in {Path.cwd()}")
+    return here
+
+
 def _cmd_assignments(args: argparse.Namespace) -> int:
+    args.source = _source(args)
     require_apart(args.out, "--out", {"--source": args.source})
     make = make_nbgrader_sources if args.nbgrader else make_assignments
     written = make(args.source, args.out)
@@ -55,7 +69,7 @@ def _cmd_grade(args: argparse.Namespace) -> int:
     require(args.jobs >= 1, "--jobs", "a whole number of kernels >= 1", args.jobs)
     require(args.notebook_timeout > 0, "--notebook-timeout", "a positive number of seconds",
             args.notebook_timeout)
-    rows = grade_class(args.submissions, args.out, source=args.source, marks=args.marks,
+    rows = grade_class(args.submissions, args.out, source=_source(args), marks=args.marks,
                        cell_timeout=args.timeout, notebook_timeout=args.notebook_timeout,
                        jobs=args.jobs, progress=not args.quiet)
     to_mark = sum(len(row["to_mark"]) for row in rows)
@@ -75,8 +89,9 @@ def add_course_parsers(commands: Any) -> None:
         description=ASSIGNMENTS, formatter_class=formatter)
     assignments.add_argument("--out", required=True, type=Path, metavar="DIR",
                              help="folder to write into")
-    assignments.add_argument("--source", type=Path, default=Path("notebooks"),
-                             help="folder of source notebooks (default notebooks)")
+    assignments.add_argument("--source", type=Path, default=None,
+                             help="folder of the master notebooks (default notebooks/ in the "
+                             "current folder, a checkout's root)")
     assignments.add_argument("--nbgrader", action="store_true",
                              help="write nbgrader source notebooks instead of student copies")
     assignments.set_defaults(run=_cmd_assignments)
@@ -86,8 +101,9 @@ def add_course_parsers(commands: Any) -> None:
                        help="folder of submissions (or one .ipynb)")
     grade.add_argument("--out", required=True, type=Path, metavar="DIR",
                        help="folder for the gradebook")
-    grade.add_argument("--source", type=Path, default=Path("notebooks"),
-                       help="folder of the master notebooks (default notebooks)")
+    grade.add_argument("--source", type=Path, default=None,
+                       help="folder of the master notebooks (default notebooks/ in the "
+                       "current folder, a checkout's root)")
     grade.add_argument("--marks", type=Path, default=None, metavar="CSV",
                        help="hand marks to merge: a CSV file with the header "
                        "student,exercise,points,comment")
