@@ -7,6 +7,7 @@ import contextlib
 import torch
 
 from transformer_book.course.exercises.core import (
+    LoopOver,
     attempt,
     exercise,
     expect_close,
@@ -78,7 +79,27 @@ def _attention_layers_refused():
             layer.__init__ = original  # type: ignore[method-assign]
 
 
-@exercise("06.2", "multi_head_attention")
+def _head_probe_inputs(heads: int, generator: torch.Generator) -> list[tuple]:
+    """``multi_head_attention``'s arguments with ``heads`` heads of 2 dimensions: self-attention
+    without a mask and with a causal one, cross-attention with a padding mask."""
+    d_model = 2 * heads
+    query = torch.randn(2, 3, d_model, generator=generator, dtype=torch.float64)
+    memory = torch.randn(2, 4, d_model, generator=generator, dtype=torch.float64)
+    weights = [torch.randn(d_model, d_model, generator=generator, dtype=torch.float64)
+               for _ in range(4)]
+    keys_ok = padding_mask(torch.tensor([[1, 1, 1, 1], [1, 1, 0, 0]]), 0)  # (2, 1, 1, 4)
+    return [(query, query, query, *weights, heads, None),
+            (query, query, query, *weights, heads, causal_mask(3)),
+            (query, memory, memory, *weights, heads, keys_ok)]
+
+
+NO_LOOP_OVER_HEADS = LoopOver(
+    "the h heads", inputs=_head_probe_inputs, sizes=(2, 8), size_name="h",
+    advice="split the projections into heads (B, h, L, d_k) and call "
+    "scaled_dot_product_attention once for all of them")
+
+
+@exercise("06.2", "multi_head_attention", forbids=[NO_LOOP_OVER_HEADS])
 def check_multi_head_attention(multi_head_attention) -> str:
     """``multi_head_attention(query, key, value, W_q, W_k, W_v, W_o, h, mask=None)`` must equal
     the package's ``MultiHeadAttention`` (no biases) for self- and cross-attention, with masks."""

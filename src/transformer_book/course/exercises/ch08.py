@@ -8,6 +8,7 @@ import torch
 
 from transformer_book.course.exercises.core import (
     ExerciseFailure,
+    LoopOver,
     attempt,
     exercise,
     expect_close,
@@ -46,7 +47,20 @@ def _package_encodings_refused():
         positional._frequencies = original
 
 
-@exercise("08.1", "sinusoid_table")
+def _table_probe_inputs(size: int, generator: torch.Generator) -> list[tuple]:
+    """``sinusoid_table``'s arguments with ``size`` positions and ``size`` columns, so that a
+    loop over either shows."""
+    return [(size, size, 10000.0), (size, size, float(random_int(2, 500, generator)))]
+
+
+NO_LOOPS = LoopOver(
+    "positions or columns", inputs=_table_probe_inputs, sizes=(12, 36),
+    size_name="length = d_model",
+    advice="build a column of positions (length, 1) and a row of frequencies (d_model/2,): "
+    "their product is every angle at once")
+
+
+@exercise("08.1", "sinusoid_table", forbids=[NO_LOOPS])
 def check_sinusoidal_encoding(candidate) -> str:
     """``sinusoid_table(length, d_model, base=10000.0)`` must equal the package's table
     ``(length, d_model)``: sin in even columns, cos in odd ones (Section 3.5)."""
