@@ -352,6 +352,13 @@ def table_loop_over_positions(length, d_model, base=10000.0):  # 08.1 asks for n
     return pe
 
 
+def table_from_python_lists(length, d_model, base=10000.0):  # a loop no torch call shows
+    return torch.tensor([[math.sin(pos / base ** (j / d_model)) if j % 2 == 0
+                          else math.cos(pos / base ** ((j - 1) / d_model))
+                          for j in range(d_model)] for pos in range(length)],
+                        dtype=torch.float64)
+
+
 def table_exp_log_float32(length, d_model, base=10000.0):  # right: the div_term form
     position = torch.arange(length, dtype=torch.float32).unsqueeze(1)
     div_term = torch.exp(torch.arange(0, d_model, 2, dtype=torch.float32)
@@ -969,7 +976,8 @@ WRONG = {
     "06.1": [split_heads_view_without_transpose, split_heads_strided_columns,
              split_heads_positive_dims, split_heads_assumes_batch],
     "06.2": [mha_scaled_by_d_model, mha_mask_after_softmax, mha_split_without_transpose,
-             mha_merge_without_transpose, mha_keys_from_query, mha_wraps_the_package_layer],
+             mha_merge_without_transpose, mha_keys_from_query, mha_wraps_the_package_layer,
+             mha_loop_over_heads],
     "07.1": [cross_unscaled, cross_scaled_by_d_v, cross_mask_after_softmax,
              cross_softmax_over_queries, cross_mask_over_queries],
     "07.2": [alignment_mean_of_fractions, alignment_counts_padded_rows, alignment_off_by_one,
@@ -978,7 +986,7 @@ WRONG = {
              blind_per_source_denominator, blind_split_credit],
     "08.1": [table_sin_cos_swapped, table_exponent_i_over_d, table_halves_not_interleaved,
              table_positions_from_one, table_ignores_base, table_column_index_exponent,
-             table_wraps_the_package],
+             table_wraps_the_package, table_loop_over_positions],
     "08.2": [rotation_transposed, rotation_exponent_i_over_d, rotation_integer_offset,
              rotation_halves_layout, rotation_wraps_the_package],
     "09.1": [decoder_no_self_mask_diagonal, decoder_mask_upper_triangle,
@@ -1029,12 +1037,11 @@ RIGHT = {
     "13.2": [ppl_cross_entropy_ignore_index, ppl_logsumexp],
 }
 
-# Shortcuts an exercise's statement forbids that its checker does not detect yet: a loop
-# gives the right numbers. Each is expected to pass the checker today (strict: once a
-# checker catches it, move it into WRONG).
+# A shortcut an exercise's statement forbids that its checker does not detect: 08.1's
+# LoopOver counts torch calls, and a loop that builds Python lists makes none per position.
+# It passes today; once a checker catches it, move it into WRONG.
 UNDETECTED = {
-    "06.2": [mha_loop_over_heads],
-    "08.1": [table_loop_over_positions],
+    "08.1": [table_from_python_lists],
 }
 
 CHAPTERS = [f"{n:02d}" for n in range(6, 14)]
@@ -1062,6 +1069,9 @@ def test_a_plausible_wrong_answer_fails_with_an_actionable_message(exercise_id, 
     result = run_check(exercise_id, answer)
     assert result.status == "failed", f"{answer.__name__} passed: {result.detail}"
     detail = result.detail
+    if "which this exercise asks you" in detail:  # a forbidden shortcut, named with the rule
+        assert "your function" in detail, detail
+        return
     assert "for " in detail, detail  # the input it tried
     raised = "your function raised" in detail  # what it received is the error
     assert raised or ("expected" in detail and "received" in detail), detail
@@ -1076,7 +1086,7 @@ def test_a_correct_answer_written_another_way_passes(exercise_id, answer):
 
 
 @pytest.mark.parametrize(("exercise_id", "answer"), _params(UNDETECTED))
-def test_a_forbidden_loop_is_not_detected_yet(exercise_id, answer):
+def test_a_forbidden_shortcut_is_not_detected_yet(exercise_id, answer):
     result = run_check(exercise_id, answer)
     assert result.passed, (f"{answer.__name__} now fails ({result.detail}): move it into "
                            "WRONG")
