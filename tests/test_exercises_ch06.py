@@ -45,3 +45,30 @@ def test_06_2_passes_the_batched_version_and_fails_common_slips():
     ignores_mask = lambda q, k, v, W_q, W_k, W_v, W_o, h, mask=None: (  # noqa: E731
         multi_head_attention(q, k, v, W_q, W_k, W_v, W_o, h))
     assert run_check("06.2", ignores_mask).status == "failed"
+
+
+def test_06_2_refuses_the_package_layer_and_a_loop_over_heads():
+    def package_layer(query, key, value, W_q, W_k, W_v, W_o, h, mask=None):
+        from transformer_book.nn.attention import MultiHeadAttention
+
+        layer = MultiHeadAttention(query.shape[-1], h, bias=False).double()
+        with torch.no_grad():
+            layer.in_proj.weight.copy_(torch.cat([W_q.T, W_k.T, W_v.T]))
+            layer.out_proj.weight.copy_(W_o.T)
+            return layer(query, key, value, mask=mask)[0]
+
+    result = run_check("06.2", package_layer)
+    assert result.status == "failed" and "MultiHeadAttention" in result.detail
+
+    def loop_over_heads(query, key, value, W_q, W_k, W_v, W_o, h, mask=None):
+        d_k = query.shape[-1] // h
+        heads = []
+        for i in range(h):
+            cols = slice(i * d_k, (i + 1) * d_k)
+            heads.append(scaled_dot_product_attention(
+                query @ W_q[:, cols], key @ W_k[:, cols], value @ W_v[:, cols],
+                None if mask is None else mask[:, 0] if mask.ndim == 4 else mask)[0])
+        return torch.cat(heads, -1) @ W_o
+
+    result = run_check("06.2", loop_over_heads)
+    assert result.status == "failed" and "loops over the h heads" in result.detail

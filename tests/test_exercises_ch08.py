@@ -71,3 +71,28 @@ def test_08_2_not_attempted():
         raise NotImplementedError("Exercise 08.2: write your solution here")
 
     assert run_check("08.2", stub).status == "not attempted"
+
+
+def test_08_1_refuses_the_package_table_and_a_loop():
+    from transformer_book.nn.positional import sinusoidal_encoding as package_table
+
+    result = run_check("08.1", lambda n, d, base=10000.0: package_table(n, d, base))
+    assert result.status == "failed" and "sinusoids itself" in result.detail
+
+    def loop(n, d, base=10000.0):
+        pe = torch.zeros(n, d, dtype=torch.float64)
+        for pos in range(n):
+            pe[pos] = sinusoidal_encoding(pos + 1, d, base)[pos]
+        return pe
+
+    result = run_check("08.1", loop)
+    assert result.status == "failed" and "loops over positions" in result.detail
+
+
+def test_08_2_accepts_float32_and_refuses_the_package_matrix():
+    as_float32 = lambda k, d, base=10000.0: offset_rotation(k, d, base).float()  # noqa: E731
+    assert run_check("08.2", as_float32).passed
+    from transformer_book.nn.positional import relative_offset_matrix
+
+    result = run_check("08.2", lambda k, d, base=10000.0: relative_offset_matrix(k, d, base))
+    assert result.status == "failed" and "sinusoids itself" in result.detail

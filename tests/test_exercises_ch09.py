@@ -101,3 +101,16 @@ def test_09_2_passes_the_closed_form_and_fails_forgotten_terms():
     untied_always = lambda c: count(c.replace(tie_embeddings=False))  # noqa: E731
     assert run_check("09.2", untied_always).status == "failed"
     assert run_check("09.2", lambda c: "many").status == "failed"
+
+
+def test_09_2_refuses_an_answer_that_builds_the_model():
+    from transformer_book.nn.transformer import Transformer, count_parameters
+
+    def builds(config):
+        with torch.device("meta"):
+            return count_parameters(Transformer(config))
+
+    result = run_check("09.2", builds)
+    assert result.status == "failed" and "without building a module" in result.detail
+    assert isinstance(torch.nn.Linear(2, 2), torch.nn.Module)  # building works again after
+    assert run_check("09.2", count).passed

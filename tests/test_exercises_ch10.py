@@ -112,3 +112,30 @@ def test_10_2_not_attempted():
         raise NotImplementedError("Exercise 10.2: write your solution here")
 
     assert run_check("10.2", stub).status == "not attempted"
+
+
+def test_10_2_refuses_torch_optim_in_any_form():
+    wraps_adam = lambda g, lr, betas, eps: torch_adam_updates(g, lr, betas, eps)  # noqa: E731
+    result = run_check("10.2", wraps_adam)
+    assert result.status == "failed" and "without torch.optim" in result.detail
+
+    def functional(gradients, lrs, betas, eps):
+        from torch.optim.adam import adam as adam_function
+
+        weight, updates = torch.zeros((), dtype=torch.float64), []
+        m, v, step = torch.zeros_like(weight), torch.zeros_like(weight), torch.tensor(0.0)
+        for g, lr in zip(gradients, lrs, strict=True):
+            before = weight.clone()
+            adam_function([weight], [g.clone()], [m], [v], [], [step], amsgrad=False,
+                          beta1=betas[0], beta2=betas[1], lr=float(lr), weight_decay=0.0,
+                          eps=eps, maximize=False)
+            updates.append(float(weight - before))
+        return torch.tensor(updates, dtype=torch.float64)
+
+    result = run_check("10.2", functional)
+    assert result.status == "failed" and "without torch.optim" in result.detail
+    assert run_check("10.2", adam).passed  # torch.optim works again after a check
+    assert torch.allclose(torch_adam_updates(torch.ones(2, dtype=torch.float64),
+                                             torch.ones(2, dtype=torch.float64), (0.9, 0.98),
+                                             1e-9), adam(torch.ones(2, dtype=torch.float64),
+                                                         torch.ones(2, dtype=torch.float64)))

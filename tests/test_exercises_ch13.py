@@ -42,3 +42,14 @@ def test_13_not_attempted():
 
     assert run_check("13.1", stub).status == "not attempted"
     assert run_check("13.2", stub).status == "not attempted"
+
+
+def test_13_2_reads_pad_id_and_says_so_when_it_is_ignored():
+    def always_id_0(logits, targets, pad_id=0):
+        keep = targets != 0
+        nll = -torch.log_softmax(logits, -1).gather(-1, targets[..., None]).squeeze(-1)
+        return math.exp(float(nll[keep].mean()))
+
+    result = run_check("13.2", always_id_0)
+    assert result.status == "failed" and "pad_id=" in result.detail
+    assert "the padding is pad_id, not always id 0" in result.detail
