@@ -578,6 +578,11 @@ def floor_uniform_entropy(eps, vocab_size):
     return eps * math.log(vocab_size)
 
 
+def floor_target_without_its_share(eps, vocab_size):  # q(y) = 1 - eps: q sums to 1 - eps/V
+    on, off = 1 - eps, eps / vocab_size
+    return -on * math.log(on) - ((vocab_size - 1) * off * math.log(off) if off else 0.0)
+
+
 def floor_with_entr(eps, vocab_size):  # right: the entropy of q, in torch
     q = torch.full((vocab_size,), eps / vocab_size, dtype=torch.float64)
     q[0] += 1 - eps
@@ -914,6 +919,15 @@ def params_float_division(d_model, h, d_k):  # returns a float, not an int
         + d_model
 
 
+def params_from_the_package_layer(d_model, h, d_k):  # builds the layer instead of a formula
+    from transformer_book.analysis.ablation import restrict_key_size
+    from transformer_book.nn.attention import MultiHeadAttention
+    from transformer_book.nn.transformer import count_parameters
+
+    module = MultiHeadAttention(d_model, h)
+    return count_parameters(module) - restrict_key_size(module, d_k)
+
+
 def params_per_head(d_model, h, d_k):  # right: one head at a time, then W^O
     d_v = d_model // h
     per_head = 2 * (d_model + 1) * d_k + (d_model + 1) * d_v
@@ -997,7 +1011,7 @@ WRONG = {
              count_two_norms_per_decoder_layer, count_one_position_table,
              count_always_final_norm, count_builds_the_model],
     "10.1": [floor_spread_over_v_minus_1, floor_target_term_only, floor_in_bits,
-             floor_log_of_zero, floor_uniform_entropy],
+             floor_log_of_zero, floor_uniform_entropy, floor_target_without_its_share],
     "10.2": [adam_without_bias_correction, adam_eps_inside_root, adam_ascends,
              adam_steps_counted_from_two, adam_ignores_betas, adam_lr_one_step_late,
              adam_with_torch_optim],
@@ -1037,11 +1051,13 @@ RIGHT = {
     "13.2": [ppl_cross_entropy_ignore_index, ppl_logsumexp],
 }
 
-# A shortcut an exercise's statement forbids that its checker does not detect: 08.1's
-# LoopOver counts torch calls, and a loop that builds Python lists makes none per position.
-# It passes today; once a checker catches it, move it into WRONG.
+# Shortcuts that their exercise's statement rules out and its checker does not detect; they
+# pass today (once a checker catches one, move it into WRONG). 08.1's LoopOver counts torch
+# calls, and a loop that builds Python lists makes none per position; 13.1 asks for "your
+# formula", and nothing stops an answer from building the layer and counting it.
 UNDETECTED = {
     "08.1": [table_from_python_lists],
+    "13.1": [params_from_the_package_layer],
 }
 
 CHAPTERS = [f"{n:02d}" for n in range(6, 14)]
