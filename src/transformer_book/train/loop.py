@@ -59,10 +59,12 @@ __all__ = ["TrainingResult", "train"]
 class TrainingResult:
     """What :func:`train` did.
 
-    ``losses`` holds one ``{"step", "loss", "lr", "tokens"}`` per optimizer step of the
+    ``losses`` holds one ``{"step", "loss", "lr", "tokens"}`` per optimizer update of the
     whole run (resumed parts included); ``evals`` one dict per validation (``step``,
     ``epoch``, ``val_loss``, ``val_nll``, ``val_ppl``, ``bleu``, ``bleu_signature``,
-    ``bleu_lowercase_intl``, ...).
+    ``bleu_lowercase_intl``, ...), each with a checkpoint of its step written after it;
+    ``skipped_steps`` counts the run's steps whose update the fp16 scaler skipped (in no
+    ``step``, ``losses`` or ``max_steps``).
 
     The times, one name each (the checkpoints and the JSON record use the same):
     ``wall_seconds`` is this session's wall-clock time in :func:`train`; ``train_seconds``
@@ -87,6 +89,7 @@ class TrainingResult:
     evals: list[dict[str, Any]] = field(default_factory=list)
     resumed_from: Path | None = None
     rank: int = 0
+    skipped_steps: int = 0
 
 
 def _check_where(out_dir: str | Path, results_dir: str | Path | None) -> None:
@@ -120,11 +123,13 @@ def train(
     clipping (``[train] clip_norm``, not in the paper); bf16/fp16 autocast on CUDA: each
     step is :func:`~transformer_book.train.step.train_step`.
 
-    Training stops at ``max_steps`` or after ``max_minutes`` of wall time (over resumed
-    sessions too). Validation loss and greedy BLEU on the first ``bleu_sentences`` val
-    sentences run every ``eval_every`` steps, at each epoch's end and at the end; the
-    checkpoints (``out_dir/step_XXXXXXXX``) every ``checkpoint_every`` steps and at the
-    end; the last ``keep_last`` and the ``keep_best`` of lowest val loss are kept.
+    Training stops after ``max_steps`` optimizer updates (a step the fp16 scaler skips is
+    none) or ``max_minutes`` of wall time (over resumed sessions too). Validation loss and
+    greedy BLEU on the first ``bleu_sentences`` val sentences run every ``eval_every``
+    steps, at each epoch's end and at the end; a checkpoint (``out_dir/step_XXXXXXXX``) is
+    written every ``checkpoint_every`` steps and after every evaluation, so that each
+    evaluation has the weights it measured; the last ``keep_last`` and the ``keep_best`` of
+    lowest val loss are kept (of all the run's evaluations, since each had a checkpoint).
 
     Args:
         run_config: the run (see ``configs/*.toml`` and :func:`load_run_config`).
@@ -191,8 +196,7 @@ class _Loop:
             while self._budget_left():
                 if self._epoch_done():  # e.g. resumed from the checkpoint at an epoch's end
                     self._next_epoch()
-                self._step()
-                self._after_step()
+                self._after_step(self._step())
             self.bar.close()
             return self._finish()
         except NonFiniteLossError as error:
@@ -207,8 +211,10 @@ class _Loop:
     def _epoch_done(self) -> bool:
         return self.state.steps_into_epoch >= len(self.plan)
 
-    def _step(self) -> None:
-        """One optimizer step on the epoch's next batch, logged and timed."""
+    def _step(self) -> bool:
+        """One optimizer step on the epoch's next batch, logged and timed; whether it made
+        an update (``False``: the fp16 scaler skipped it, the batch is spent all the same
+        and its time and tokens count in the throughput)."""
         tick, data = Stopwatch(), self.session.data
         chunk = self.plan[self.state.steps_into_epoch]
         result = train_step(self.trainer, make_step_batch(data.train_src, data.train_tgt,
@@ -216,25 +222,31 @@ class _Loop:
         self.state.steps_into_epoch += 1
         self.step_seconds += tick.seconds
         self.tokens += result.tokens
-        self.state.losses.append({"step": result.step, "loss": result.loss, "lr": result.lr,
-                                  "tokens": result.tokens})
-        self.bar.update(1)
+        if result.updated:
+            self.state.losses.append({"step": result.step, "loss": result.loss,
+                                      "lr": result.lr, "tokens": result.tokens})
+            self.bar.update(1)
         self.bar.set_postfix(loss=f"{result.loss:.3f}", lr=f"{result.lr:.2e}",
                              tok_s=f"{self.tokens / max(self.step_seconds, 1e-9):,.0f}",
                              ep=self.state.epoch)
+        return result.updated
 
-    def _after_step(self) -> None:
+    def _after_step(self, updated: bool) -> None:
         """Evaluate every ``eval_every`` steps and at the epoch's end; checkpoint every
-        ``checkpoint_every`` steps."""
+        ``checkpoint_every`` steps and after every evaluation (choosing by val, ``--select
+        best-val``, can only pick an evaluated step that has its checkpoint). A skipped
+        step (``updated`` false) left the step number, so nothing falls due on it but the
+        epoch's end, and a step is evaluated once."""
         t, step = self.session.run_config.train, self.trainer.step
         end_of_epoch = self._epoch_done()
-        if step % t.eval_every == 0 or end_of_epoch:
-            self._evaluate("end of epoch" if end_of_epoch and step % t.eval_every
-                           else "eval_every")
+        scheduled = updated and step % t.eval_every == 0
+        evaluate = (scheduled or end_of_epoch) and step > 0 and step != self.last_eval_step
+        if evaluate:
+            self._evaluate("eval_every" if scheduled else "end of epoch")
             self.last_eval_step = step
         if end_of_epoch:
             self._next_epoch()
-        if step % t.checkpoint_every == 0:
+        if evaluate or (updated and step % t.checkpoint_every == 0):
             self.last_checkpoint = self.session.save()
 
     def _finish(self) -> TrainingResult:
@@ -243,8 +255,8 @@ class _Loop:
         evaluated = step > 0 and step != self.last_eval_step
         if evaluated:
             self._evaluate("end of training")
-        # Saved again if this step's checkpoint came before its evaluation: the checkpoints
-        # carry the evaluations that choosing by val (--select best-val) reads.
+        # Saved after the evaluation: every evaluation has its checkpoint, and the newest
+        # carries the evaluations that choosing by val (--select best-val) reads.
         if step > 0 and (evaluated or self.last_checkpoint is None
                          or self.last_checkpoint.name != checkpoint_name(step)):
             self.last_checkpoint = s.save()
@@ -268,7 +280,8 @@ class _Loop:
             wall_seconds=wall, train_seconds=s.state.train_seconds + wall, step_seconds=seconds,
             tokens_per_second=self.tokens / seconds if seconds else 0.0,
             seconds_per_step=seconds / steps if steps else 0.0, losses=self.state.losses,
-            evals=self.state.evals, resumed_from=s.resumed_from, rank=s.info.rank)
+            evals=self.state.evals, resumed_from=s.resumed_from, rank=s.info.rank,
+            skipped_steps=self.trainer.skipped_steps)
 
     def _diverged(self, error: NonFiniteLossError) -> None:
         """The loss or the weights broke: the checkpoint holding the weights that broke (if
@@ -378,6 +391,7 @@ class _Loop:
             "out_dir": str(s.out_dir.resolve()),
             "resumed_from": str(s.resumed_from) if s.resumed_from else None,
             "steps": result.step,
+            "skipped_steps": result.skipped_steps,
             "session_steps": self.session_steps,
             "session_start_step": s.start_step,
             "epoch": result.epoch,

@@ -119,7 +119,7 @@ class Session:
             extra={"epoch": state.epoch, "steps_into_epoch": state.steps_into_epoch,
                    "losses": state.losses, "evals": state.evals,
                    "train_seconds": self.train_seconds, "world_size": self.info.world_size,
-                   "precision": trainer.precision,
+                   "precision": trainer.precision, "skipped_steps": trainer.skipped_steps,
                    "scaler": trainer.scaler.state_dict() if trainer.scaler else None})
         t = self.run_config.train
         prune_checkpoints(self.out_dir, t.keep_last, keep_best=t.keep_best,
@@ -162,10 +162,11 @@ def open_session(run_config: RunConfig, out_dir: Path, options: TrainOptions, in
     optimizer, scheduler = make_optimizer(raw_model, raw_model.config.d_model, t.warmup_steps,
                                           t.lr_factor)
     scaler = make_scaler(precision, device)
-    step, state = 0, RunState()
+    step, state, skipped = 0, RunState(), 0
     if resumed_from is not None:
         step, state = restore_run(resumed_from, checked, raw_model, optimizer, scheduler,
                                   scaler, device, t.accumulation)
+        skipped = checked["extra"].get("skipped_steps", 0)  # none before it was recorded
     if info.enabled:  # different dropout masks per process; same weights (DDP broadcasts)
         torch.manual_seed(t.seed * 1_000_003 + info.rank * 7_919 + step)
     model: nn.Module = raw_model
@@ -177,7 +178,8 @@ def open_session(run_config: RunConfig, out_dir: Path, options: TrainOptions, in
     trainer = Trainer(model=model, optimizer=optimizer, scheduler=scheduler,
                       label_smoothing=raw_model.config.label_smoothing, precision=precision,
                       clip_norm=t.clip_norm, scaler=scaler, info=info, step=step,
-                      last_finite=(last["step"], last["loss"]) if last else None)
+                      last_finite=(last["step"], last["loss"]) if last else None,
+                      skipped_steps=skipped)
     return Session(run_config=run_config, out_dir=out_dir, options=options, info=info,
                    device=device, data=data, raw_model=raw_model, trainer=trainer,
                    watch=watch, state=state, start_step=step, resumed_from=resumed_from)

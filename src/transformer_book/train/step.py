@@ -9,6 +9,11 @@ training" (eq. 3). Section 5.4: "During training, we employed label smoothing of
 and, through the loop, the course's cached chapter-10 model all call it. It reads the device
 once per optimizer step (the loss, for the non-finite check and the log together); the token
 counts that normalise the loss come from the id lists, on the host.
+
+In fp16 the ``GradScaler`` skips the update of a step whose scaled gradients overflowed
+(and halves its scale). Such a step is no optimizer step: ``Trainer.step`` and eq. 3's
+schedule count updates only, so the learning rate always belongs to the step number, and
+the skipped ones are counted apart (``Trainer.skipped_steps``).
 """
 
 from __future__ import annotations
@@ -27,6 +32,10 @@ from transformer_book.train.objective import label_smoothed_cross_entropy
 from transformer_book.train.runtime import DistInfo, all_reduce, autocast, optimizer_step
 
 __all__ = ["NonFiniteLossError", "StepResult", "Trainer", "train_step"]
+
+# The smallest fp16 loss scale training goes on with: below 1 the scaled gradients are
+# smaller than the true ones and still overflow fp16, so skipping on would make no update.
+_MIN_LOSS_SCALE = 1.0
 
 
 class NonFiniteLossError(RuntimeError):
@@ -50,9 +59,11 @@ class Trainer:
     :func:`~transformer_book.train.objective.make_optimizer` (Adam and eq. 3, Section 5.3);
     ``label_smoothing`` is ε_ls (Section 5.4); ``precision`` is "fp32", "bf16" or "fp16"
     (autocast; fp16 needs ``scaler``, a ``GradScaler``); ``clip_norm`` clips the gradient
-    norm (not in the paper; ``None``: no clipping). ``step`` counts the optimizer steps
-    taken and ``last_finite`` is ``(step, loss)`` of the latest one, for the diagnostic of
-    a loss that breaks.
+    norm (not in the paper; ``None``: no clipping). ``step`` counts the optimizer updates
+    made (the schedule has advanced as many times), ``last_finite`` is ``(step, loss)`` of
+    the latest one, for the diagnostic of a loss that breaks, and ``skipped_steps`` counts
+    the steps whose update the fp16 scaler skipped (overflowed gradients), none of them in
+    ``step``.
     """
 
     model: nn.Module
@@ -65,17 +76,22 @@ class Trainer:
     info: DistInfo = field(default_factory=DistInfo)
     step: int = 0
     last_finite: tuple[int, float] | None = None
+    skipped_steps: int = 0
 
 
 @dataclass(frozen=True)
 class StepResult:
     """One optimizer step: its number, the label-smoothed loss per target token, the
-    learning rate it was taken with and the source + target tokens of every process."""
+    learning rate it was taken with and the source + target tokens of every process.
+    ``updated`` is ``False`` for a step the fp16 scaler skipped: then no update was made,
+    ``step`` is the number of the last update (unchanged) and ``lr`` the rate the update
+    would have used (the next step's)."""
 
     step: int
     loss: float
     lr: float
     tokens: int
+    updated: bool = True
 
 
 def train_step(trainer: Trainer, batch: StepBatch) -> StepResult:
@@ -87,10 +103,14 @@ def train_step(trainer: Trainer, batch: StepBatch) -> StepResult:
     per-target-token mean over the whole step (gradient accumulation; under DDP only the
     last micro-batch all-reduces, and DDP's averaging over K is undone by the factor K).
     Then the gradient norm is clipped, Adam steps (through the ``GradScaler`` in fp16) and
-    so does eq. 3's schedule (Section 5.3).
+    so does eq. 3's schedule (Section 5.3), and ``trainer.step`` counts the update. A step
+    the scaler skips changes neither the weights, the schedule nor ``trainer.step``; it is
+    counted in ``trainer.skipped_steps`` and returned with ``updated=False``.
 
     The loss is read from the device once, here; if it is NaN or infinite the gradients are
-    dropped, nothing is updated and :class:`NonFiniteLossError` says where it happened.
+    dropped, nothing is updated and :class:`NonFiniteLossError` says where it happened. So
+    it is when the scaler has backed its scale off below 1: the gradients overflow fp16
+    even unscaled, and skipping on would make no update.
     """
     lr = trainer.optimizer.param_groups[0]["lr"]
     counts, scale = _global_counts(trainer, batch)
@@ -107,7 +127,11 @@ def train_step(trainer: Trainer, batch: StepBatch) -> StepResult:
         trainer.optimizer.zero_grad(set_to_none=True)
         raise NonFiniteLossError(_nonfinite_message(trainer, value, lr, batch),
                                  step=trainer.step + 1)
+    skipped = trainer.skipped_steps
     _update(trainer)
+    if trainer.skipped_steps > skipped:
+        _require_useful_scale(trainer, value, lr)
+        return StepResult(step=trainer.step, loss=value, lr=lr, tokens=tokens, updated=False)
     trainer.step += 1
     trainer.last_finite = (trainer.step, value)
     return StepResult(step=trainer.step, loss=value, lr=lr, tokens=tokens)
@@ -153,15 +177,34 @@ def _accumulate_gradients(trainer: Trainer, batch: StepBatch, scale: Any) -> tor
 
 def _update(trainer: Trainer) -> None:
     """Unscale (fp16), clip the gradient norm, step Adam and the learning-rate schedule,
-    clear the gradients."""
+    clear the gradients; a step the fp16 scaler skipped (no update, so no step of the
+    schedule either) is counted in ``trainer.skipped_steps``."""
     optimizer, scaler = trainer.optimizer, trainer.scaler
     if scaler is not None:
         scaler.unscale_(optimizer)
     if trainer.clip_norm is not None:
         torch.nn.utils.clip_grad_norm_(trainer.model.parameters(), trainer.clip_norm)
-    if optimizer_step(optimizer, scaler):  # fp16: a step the scaler skipped is no update
+    if optimizer_step(optimizer, scaler):
         trainer.scheduler.step()
+    else:  # fp16: a step the scaler skipped is no update, and eq. 3 counts updates
+        trainer.skipped_steps += 1
     optimizer.zero_grad(set_to_none=True)
+
+
+def _require_useful_scale(trainer: Trainer, value: float, lr: float) -> None:
+    """After a skipped step: raise :class:`NonFiniteLossError` if the scaler's scale fell
+    below 1 (the gradients overflow fp16 even unscaled: no update would be made)."""
+    assert trainer.scaler is not None, "only the fp16 scaler skips steps"
+    scale = trainer.scaler.get_scale()
+    if scale >= _MIN_LOSS_SCALE:
+        return
+    raise NonFiniteLossError(
+        f"fp16 gradients: expected finite gradients at a loss scale >= {_MIN_LOSS_SCALE:g}, "
+        f"received inf/NaN at step {trainer.step + 1} (loss {value:.4f}, lr {lr:.3e}) until "
+        f"the scale fell to {scale:.3g}; {trainer.skipped_steps} step(s) skipped in all. Try "
+        "precision = \"bf16\" or \"fp32\", a lower learning rate ([train] lr_factor or a "
+        "longer warmup_steps) or gradient clipping ([train] clip_norm).",
+        step=trainer.step + 1)
 
 
 def _nonfinite_message(trainer: Trainer, value: float, lr: float, batch: StepBatch) -> str:
