@@ -94,6 +94,22 @@ def test_partially_overlapping_views_are_copied(tmp_path):
     _same(model, fresh)
 
 
+def test_empty_tensors_are_never_tied(tmp_path):
+    """Empty tensors may share an address (no memory at all): each is stored as itself."""
+    class Empty(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.register_buffer("a", torch.zeros(0))
+            self.register_buffer("b", torch.zeros(0))
+            self.register_buffer("c", torch.zeros(0, 3))
+
+    path = save_checkpoint(tmp_path / "c", Empty(), config={}, step=0)
+    assert json.loads((path / "checkpoint.json").read_text())["tied"] == {}
+    assert {k: tuple(v.shape) for k, v in load_file(path / "model.safetensors").items()} == {
+        "a": (0,), "b": (0,), "c": (0, 3)}
+    assert load_weights(path)["c"].shape == (0, 3)
+
+
 def test_tokenizer_file_is_copied(tmp_path):
     tok = tmp_path / "bpe.json"
     tok.write_text("{}")
@@ -401,8 +417,8 @@ MALFORMED = [
      r"object \{dropped"),
     ("format 3", _set("format_version", 3), r"\[format_version\]: expected 1 or 2, received 3"),
     ("config a string", _set("config", "norm_first"),
-     r"checkpoint.json \[config\]: expected a JSON object, received str"),
-    ("extra a list", _set("extra", []), r"\[extra\]: expected a JSON object, received list"),
+     r"checkpoint.json \[config\]: expected a JSON object, received 'norm_first'"),
+    ("extra a list", _set("extra", []), r"\[extra\]: expected a JSON object, received \[\]"),
     ("num_tensors a float", _set("num_tensors", 2.5),
      r"\[num_tensors\]: expected an integer >= 0, received 2.5"),
     ("tokenizer elsewhere", _set("tokenizer", "/etc/passwd"),
@@ -479,7 +495,7 @@ def test_unreadable_rng_and_weights_are_clear_refusals(tmp_path):
     path = save_checkpoint(tmp_path / "c", _model(), config={}, step=3)
     for name, content, match in [
         ("rng.json", b"{not json", r"c/rng.json: expected valid JSON \(RNG states\)"),
-        ("rng.json", b"[1, 2]", r"c/rng.json: expected a JSON object of RNG states, "
+        ("rng.json", b"[1, 2]", r"c/rng.json: expected a JSON object \(RNG states\), "
                                 r"received list"),
         ("model.safetensors", b"garbage", r"c/model.safetensors: expected a safetensors file"),
     ]:
@@ -531,21 +547,12 @@ def test_a_half_written_save_is_removed_and_reported(tmp_path, capsys):
 def test_leftovers_of_running_processes_and_other_machines_stay(tmp_path, capsys):
     running = _leftover(tmp_path, checkpoint_name(20), "tmp", os.getppid())
     other_host = _leftover(tmp_path, checkpoint_name(30), "tmp", _dead_pid(), host="elsewhere")
-    own = saves._save_folder(tmp_path, checkpoint_name(40), "tmp")  # a save in progress
-    assert list_checkpoints(tmp_path) == []
-    assert running.is_dir() and other_host.is_dir() and own.is_dir()
-    saves._release(own)  # the save is over: what it left is a leftover
-    list_checkpoints(tmp_path)
+    with saves._in_progress(tmp_path, checkpoint_name(40), "tmp") as own:  # a save going on
+        assert list_checkpoints(tmp_path) == []
+        assert running.is_dir() and other_host.is_dir() and own.is_dir()
+    list_checkpoints(tmp_path)  # the save is over: what it left is a leftover
     assert not own.exists() and running.is_dir()
     assert capsys.readouterr().err.count("removed") == 1
-
-
-def test_leftovers_named_before_process_ids_are_removed(tmp_path):
-    old_style = tmp_path / ".step_00000020.tmp-k2j4_x"
-    old_style.mkdir()
-    os.utime(old_style, (1, 1))  # older than this process
-    list_checkpoints(tmp_path)
-    assert not old_style.exists()
 
 
 def test_a_crash_between_the_renames_recovers_the_newest_complete_copy(tmp_path, capsys):
@@ -568,6 +575,54 @@ def _load(path):
     model = _model(9)
     load_checkpoint(path, model)
     return model
+
+
+class _Digests:
+    """``hashlib.sha256`` that records the bytes of every digest it gives."""
+
+    real = hashlib.sha256
+
+    def __init__(self, seen):
+        self.seen = seen
+
+    def __call__(self, data=b"", **kwargs):
+        seen, digest, parts = self.seen, self.real(data, **kwargs), [bytes(data)]
+
+        class Counted:
+            def update(self, more):
+                parts.append(bytes(more))
+                digest.update(more)
+
+            def hexdigest(self):
+                seen.append(b"".join(parts))
+                return digest.hexdigest()
+
+        return Counted()
+
+
+def test_a_recovered_checkpoint_is_hashed_once(tmp_path, monkeypatch):
+    """Recovery takes a copy whose checkpoint.json matches checkpoint.sha256 (the last file
+    a save writes) and leaves the files it lists to the load: each is hashed once in all."""
+    source = _checkpoint(tmp_path, "b", 20, 2)
+    files = {name: (source / name).read_bytes() for name in ("model.safetensors", "rng.json")}
+    _leftover(tmp_path, checkpoint_name(20), "tmp", _dead_pid(), source)
+    seen = []
+    monkeypatch.setattr(hashlib, "sha256", _Digests(seen))
+    model = _load(tmp_path / checkpoint_name(20))
+    monkeypatch.undo()
+    _same(_model(2), model)
+    assert {name: seen.count(data) for name, data in files.items()} == dict.fromkeys(files, 1)
+
+
+def test_pruning_reads_each_checkpoint_once(tmp_path, monkeypatch):
+    for step in (1, 2, 3):
+        save_checkpoint(tmp_path / checkpoint_name(step), _model(step), config={}, step=step)
+    manifests = [p.joinpath("checkpoint.json").read_bytes() for p in list_checkpoints(tmp_path)]
+    seen = []
+    monkeypatch.setattr(hashlib, "sha256", _Digests(seen))
+    assert [p.name for p in prune_checkpoints(tmp_path, keep_last=2)] == [checkpoint_name(1)]
+    monkeypatch.undo()
+    assert [seen.count(data) for data in manifests] == [1, 1, 1]
 
 
 def test_a_half_written_new_copy_gives_back_the_previous_one(tmp_path):
