@@ -407,3 +407,47 @@ def test_a_temporary_folder_among_the_instructors_files_is_refused(tmp_path, mon
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "TMPDIR: expected a temporary folder outside --source" in err
     assert not (tmp_path / "out").exists()
+
+
+# ------------------------------------------------------------------ a shortcut the exercise forbids
+
+SHORTCUTS = {  # exercise: a wrapper written in the notebook around what the exercise forbids
+    "00.1": "import torch\n\n\ndef softmax(x, dim=-1):\n    return torch.softmax(x, dim=dim)\n",
+    "05.2": "def {name}(scores):\n    flat = scores.reshape(-1, scores.shape[-1])\n"
+            "    rows = torch.func.vmap(torch.func.jacrev(lambda r: r.softmax(-1)))(flat)\n"
+            "    return rows.reshape(*scores.shape, scores.shape[-1])\n",
+}
+
+
+def test_a_forbidden_shortcut_gets_no_points_and_the_rules_message(tmp_path):
+    """A notebook's own wrapper of torch.softmax (00.1) and of torch.func.jacrev (05.2) is
+    run, caught by the exercise's rule while it runs, and graded 0 with the rule's message;
+    the other answers of the same notebook keep their points."""
+    (tmp_path / "masters").mkdir()
+    masters = {chapter: _master(tmp_path / "masters", chapter) for chapter in CHAPTERS}
+    specs05 = read_exercises(tmp_path / "masters" / CHAPTERS["05"])
+    name = {s.id: s.function for s in specs05}
+    mallory = _student(masters["00"], "00")
+    _cell(mallory, "00.1", "solution").source = SHORTCUTS["00.1"]
+    _write(tmp_path / "class", "mallory", mallory, CHAPTERS["00"])
+    mallory05 = _solve(_student(masters["05"], "05"), masters["05"],
+                       [s.id for s in specs05 if s.kind == "code"])
+    _cell(mallory05, "05.2", "solution").source = SHORTCUTS["05.2"].format(name=name["05.2"])
+    _write(tmp_path / "class", "mallory", mallory05, CHAPTERS["05"])
+    assert cli_main(["grade", str(tmp_path / "class"), "--out", str(tmp_path / "out"),
+                     "--source", str(tmp_path / "masters"), "--timeout", "60", "--quiet"]) == 0
+    with open(tmp_path / "out" / "grades.csv", newline="", encoding="utf-8") as handle:
+        row = next(csv.DictReader(handle))
+    assert (row["00.1"], row["05.2"]) == ("0", "0"), row
+    assert row["05.1"] == row["05.3"] == "1", row
+    book = json.loads((tmp_path / "out" / "grades.json").read_text(encoding="utf-8"))
+    graded = book["students"][0]["exercises"]
+    assert graded["00.1"]["status"] == graded["05.2"]["status"] == "failed"
+    assert graded["00.1"]["message"].startswith(
+        "✗ Exercise 00.1 failed: softmax: your function calls torch.softmax, which this "
+        "exercise asks you not to use: compute it from exp, max and sum")
+    assert ("your function uses autograd (it runs under a torch.func grad transform"
+            in graded["05.2"]["message"])
+    feedback = (tmp_path / "out" / "feedback" / "mallory.md").read_text(encoding="utf-8")
+    assert "calls torch.softmax, which this exercise asks you not to use" in feedback
+    assert "which this exercise asks you not to use: build J = diag(p)" in feedback

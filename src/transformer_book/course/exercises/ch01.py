@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import numbers
 from collections import Counter
 
 import torch
@@ -98,7 +99,8 @@ def check_expected_padding(expected_padding) -> str:
         received = attempt(expected_padding, list(lengths), batch_size, what=what)
         if isinstance(received, torch.Tensor) and received.numel() == 1:
             received = received.item()
-        if not isinstance(received, (int, float)) or not math.isfinite(received):
+        if (not isinstance(received, numbers.Real) or isinstance(received, bool)
+                or not math.isfinite(received)):
             raise ExerciseFailure(f"for {what}, expected a number, received {received!r:.60}")
         expected = expected_padding_reference(lengths, batch_size)
         expect_close(torch.tensor(float(received), dtype=torch.float64),

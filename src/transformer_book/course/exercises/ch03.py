@@ -57,7 +57,8 @@ def check_causal_conv1d(causal_conv1d) -> str:
         bias = torch.randn(c_out, generator=generator, dtype=torch.float64) if use_bias else None
         what = (f"x of shape {(batch, length, c_in)}, weight of shape {(c_out, c_in, k)}, "
                 f"dilation={dilation}, bias={'a tensor' if use_bias else 'None'}")
-        reference = CausalConv1d(c_in, c_out, k, dilation).double()
+        with torch.random.fork_rng(devices=[]):  # its initial weights: the notebook's RNG stays
+            reference = CausalConv1d(c_in, c_out, k, dilation).double()
         with torch.no_grad():
             reference.conv.weight.copy_(weight)
             if reference.conv.bias is not None:
@@ -115,9 +116,10 @@ def check_bytenet_layers(bytenet_layers) -> str:
               (64, 3, 16), (31, 2, 16), (32, 2, 16)]
     measured = [(random_int(2, 40, generator), random_int(2, 4, generator),
                  2 ** random_int(0, 3, generator)) for _ in range(4)] + [(40, 3, 4)]
-    for n, k, r in measured:  # the reference itself, against gradients on the real stack
-        if layers_to_connect(_capped_stack(k, r), n, channels=2) != _capped_layers(n, k, r):
-            raise RuntimeError(f"reference disagrees with gradients at {(n, k, r)}")
+    with torch.random.fork_rng(devices=[]):  # the stacks seed the RNG: keep the notebook's
+        for n, k, r in measured:  # the reference itself, against gradients on the real stack
+            if layers_to_connect(_capped_stack(k, r), n, channels=2) != _capped_layers(n, k, r):
+                raise RuntimeError(f"reference disagrees with gradients at {(n, k, r)}")
     for n, k, r in cases + measured:
         what = f"n={n}, kernel_size={k}, max_dilation={r} (dilations 1, 2, ..., {r} repeated)"
         received = attempt(bytenet_layers, n, k, r, what=what)

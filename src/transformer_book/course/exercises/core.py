@@ -543,8 +543,9 @@ def expect_close(
     worst = tuple(
         int(i) for i in torch.nonzero(difference - tolerance == (difference - tolerance).max())[0]
     )
+    where = f" at index {worst}" if worst else ""
     raise ExerciseFailure(
-        f"for {what}, at index {worst} expected {float(expected[worst]):.6g}, "
+        f"for {what},{where} expected {float(expected[worst]):.6g}, "
         f"received {float(received[worst]):.6g} (max abs difference {float(difference.max()):.3g})"
     )
 
@@ -553,10 +554,15 @@ def expect_equal(received: Any, expected: Any, *, what: str) -> None:
     """Fail unless ``received == expected`` (tensors compared element-wise)."""
     if isinstance(expected, torch.Tensor):
         received = expect_tensor(received, what=what, shape=tuple(expected.shape))
-        same = bool(torch.equal(received.to(expected.dtype), expected))
-    else:
-        same = received == expected
-    if not same:
+        differ = received.detach().to(expected.dtype) != expected
+        if bool(differ.any()):
+            where = tuple(int(i) for i in torch.nonzero(differ)[0])
+            raise ExerciseFailure(
+                f"for {what}, at index {where} expected {expected[where].item()}, received "
+                f"{received[where].item()} ({int(differ.sum())} of {differ.numel()} entries "
+                "differ)")
+        return
+    if received != expected:
         raise ExerciseFailure(
             f"for {what}, expected {_short(expected)}, received {_short(received)}"
         )
