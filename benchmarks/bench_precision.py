@@ -1,21 +1,26 @@
-"""A training step in the precision ``"auto"`` picks on this CPU, against the same step in fp32.
+"""bf16 autocast against fp32 on this CPU: the product ``"auto"`` times, then a training step.
 
 Usage: ``python benchmarks/bench_precision.py [--quick] [--json PATH]``.
 
-On a CPU with bf16 matrix units (Intel AMX, :func:`~transformer_book.train.runtime.
-cpu_has_native_bf16`), ``[train] precision = "auto"`` trains under bf16 autocast: the
-projections, the feed-forward layers and the generator multiply in bf16, while attention's
-core stays in fp32 (:func:`~transformer_book.nn.attention.fast_attention`), because torch's
-CPU flash-attention backward is far slower in bf16. A second row times that choice: the
-same bf16 step with the core left to autocast (in bf16), against the fp32 core.
+The first row is what ``[train] precision = "auto"`` measures before a run
+(:func:`~transformer_book.train.runtime.choose_precision`): one product of the small preset's
+feed-forward size, ``(rows, 256) @ (256, 1024)``, under bf16 autocast and in fp32, the median
+of a few, with the shape reached, the choice it makes and why. Where it picks bf16 (a CPU
+that multiplies bf16 in hardware: AVX512-BF16 or AMX), two more rows time what that choice
+does to a training step: under bf16 autocast the projections, the feed-forward layers and
+the generator multiply in bf16, while attention's core stays in fp32
+(:func:`~transformer_book.nn.attention.fast_attention`), because torch's CPU
+flash-attention backward is far slower in bf16; the last row times that: the same bf16 step
+with the core left to autocast (in bf16), against the fp32 core. Where ``"auto"`` picks
+fp32 (bf16 only emulated, many times slower), a step in bf16 would take minutes and is not
+timed: the product's row says why.
 
 One step is the course's :func:`~transformer_book.train.step.train_step` (forward,
 label-smoothed cross-entropy, backward, Adam, the step-size schedule) on a batch of
 ~4,500 target tokens of random ids at the small preset (``configs/small.toml``'s model,
 dropout 0.2), on 2 intra-op threads as the course's CPU run uses them. ``ratio`` is fp32
-time / bf16 time (>= 1: bf16 at least as fast); the goal, 1.2, is what makes it worth
-changing the arithmetic. On a CPU without AMX, ``"auto"`` is fp32 and there is nothing to
-compare: the benchmark returns no rows.
+time / bf16 time (>= 1: bf16 at least as fast); the goal, 1.2, is the margin from which
+``"auto"`` picks bf16. Every row names the CPU (``cpu``): the ratios belong to it.
 """
 
 from __future__ import annotations
@@ -33,11 +38,12 @@ from transformer_book.nn.config import TransformerConfig
 from transformer_book.nn.transformer import Transformer
 from transformer_book.train.corpus import make_step_batch
 from transformer_book.train.objective import make_optimizer
-from transformer_book.train.runtime import cpu_has_native_bf16
+from transformer_book.train.runtime import choose_precision
 from transformer_book.train.step import Trainer, train_step
-from transformer_book.util.env import torch_threads
+from transformer_book.util.env import cpu_name, torch_threads
 
 VOCAB = 8000
+THREADS = 2
 FULL = dict(batch=160, length=28)  # 4,480 target tokens, as configs/small.toml's batches
 QUICK = dict(batch=32, length=16)
 
@@ -51,8 +57,12 @@ def _core_in_autocast(q, k, v, mask, is_causal, dropout_p):
     return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p)
 
 
+def _config(length: int) -> TransformerConfig:
+    return TransformerConfig.preset("small", VOCAB, dropout=0.2, max_len=length + 2)
+
+
 def _stepper(precision: str, batch: int, length: int) -> Callable[[], None]:
-    config = TransformerConfig.preset("small", VOCAB, dropout=0.2, max_len=length + 2)
+    config = _config(length)
     torch.manual_seed(0)
     model = Transformer(config).train()
     optimizer, scheduler = make_optimizer(model, config.d_model, warmup_steps=400)
@@ -65,15 +75,29 @@ def _stepper(precision: str, batch: int, length: int) -> Callable[[], None]:
     return lambda: train_step(trainer, step_batch)
 
 
+def _product_row(cpu: str, config: TransformerConfig) -> dict:
+    """What "auto" times and picks on this CPU (wall clock: the choice's own timer)."""
+    choice = choose_precision("auto", "cpu", width=(config.d_model, config.d_ff))
+    seconds = choice.seconds
+    return {"name": f"feed-forward product small, bf16 autocast vs fp32 ({cpu}, "
+                    f"{THREADS} threads)",
+            "unit": "ms", "ours": 1e3 * seconds["bf16"], "reference": 1e3 * seconds["fp32"],
+            "ratio": choice.speedup, "goal": 1.2, "clock": "wall", "cpu": cpu,
+            "threads": THREADS, "shape": list(choice.shape), "auto": choice.precision,
+            "reason": choice.reason}
+
+
 def run(quick: bool = False, clock: str = "wall") -> list[dict]:
-    """fp32 against bf16 autocast (fp32 core), and the fp32 core against a bf16 core."""
-    if not cpu_has_native_bf16():
-        print("this CPU has no bf16 matrix units (AMX): precision 'auto' is fp32 here")
-        return []
+    """The product "auto" times; where it picks bf16, fp32 against bf16 autocast (fp32
+    core) for a step, and the fp32 core against a bf16 core."""
     size = QUICK if quick else FULL
     repeats = 3 if quick else 5
     tokens = size["batch"] * (2 * size["length"] + 1)  # source + target (with <eos>)
-    with torch_threads(2), torch.enable_grad():
+    cpu = cpu_name()
+    with torch_threads(THREADS), torch.enable_grad():
+        product = _product_row(cpu, _config(size["length"]))
+        if product["auto"] != "bf16":
+            return [product]
         steps = {name: _stepper(name, **size) for name in ("fp32", "bf16")}
         times = measure(steps, repeats=repeats, warmup=2, clock=clock)
         with mock.patch.object(attention, "fast_attention", _core_in_autocast):
@@ -81,19 +105,28 @@ def run(quick: bool = False, clock: str = "wall") -> list[dict]:
                                  warmup=2, clock=clock)
     t = {name: statistics.median(ts) for name, ts in {**times, **core_times}.items()}
     return [
-        {"name": f"train step small, bf16 autocast vs fp32 (CPU, 2 threads, {tokens} tokens)",
+        product,
+        {"name": f"train step small, bf16 autocast vs fp32 ({cpu}, {THREADS} threads, "
+                 f"{tokens} tokens)",
          "unit": "tokens/s", "ours": tokens / t["bf16"], "reference": tokens / t["fp32"],
-         "ratio": t["fp32"] / t["bf16"], "goal": 1.2, "clock": clock},
-        {"name": "train step small bf16, attention core fp32 vs bf16 (CPU, 2 threads)",
+         "ratio": t["fp32"] / t["bf16"], "goal": 1.2, "clock": clock, "cpu": cpu,
+         "threads": THREADS},
+        {"name": f"train step small bf16, attention core fp32 vs bf16 ({cpu}, {THREADS} "
+                 "threads)",
          "unit": "tokens/s", "ours": tokens / t["bf16"], "reference": tokens / t["bf16 core"],
-         "ratio": t["bf16 core"] / t["bf16"], "goal": 1.0, "clock": clock},
+         "ratio": t["bf16 core"] / t["bf16"], "goal": 1.0, "clock": clock, "cpu": cpu,
+         "threads": THREADS},
     ]
 
 
 def _print(rows: list[dict]) -> None:
     for r in rows:
-        print(f"{r['name']:<72} | {r['ours']:8.0f} {r['reference']:8.0f} tok/s | "
+        print(f"{r['name']:<80} | {r['ours']:9.2f} {r['reference']:9.2f} {r['unit']} | "
               f"{r['ratio']:5.2f} (goal {r['goal']})")
+    product = rows[0]
+    print(f"precision 'auto' picks {product['auto']} here: {product['reason']}")
+    if len(rows) == 1:
+        print("a bf16 training step is not timed where 'auto' keeps fp32")
 
 
 main = command_line(__doc__, run, _print)

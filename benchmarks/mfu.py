@@ -14,8 +14,10 @@ mode. One step is the package's own :func:`~transformer_book.train.step.train_st
 eq. 3's schedule) on a batch of ``--tokens`` source and ``--tokens`` target tokens (Section
 5.1: "approximately 25000 source tokens and 25000 target tokens"), ``--tokens // --length``
 sentence pairs of ``--length`` random ids each, without padding. ``--precision auto`` is
-bf16 autocast on a GPU with native bf16 (fp16 with loss scaling below, fp32 on a CPU:
-:func:`~transformer_book.train.runtime.resolve_precision`).
+the training run's choice (:func:`~transformer_book.train.runtime.choose_precision`): a
+product of the model's feed-forward size timed in fp32 and in 16 bits on the device, bf16
+autocast (fp16 with loss scaling on a GPU without native bf16) where it is clearly faster,
+else fp32; the choice, why and its timings are in the record (``precision_choice``).
 
 Each mode (``eager``, then ``compile``: ``torch.compile(model, fullgraph=True)``) gets a
 fresh model, ``--warmup`` untimed steps (the compilation happens in the first) and
@@ -64,7 +66,7 @@ from transformer_book.nn.transformer import Transformer
 from transformer_book.run.config import RunConfig, load_run_config
 from transformer_book.train.corpus import StepBatch
 from transformer_book.train.objective import make_optimizer
-from transformer_book.train.runtime import make_scaler, resolve_precision
+from transformer_book.train.runtime import choose_precision, make_scaler
 from transformer_book.train.step import Trainer, train_step
 from transformer_book.util.env import device_name, get_device
 from transformer_book.util.records import command_line, git_commit, hardware_info, write_record
@@ -281,7 +283,8 @@ def main(argv: list[str] | None = None) -> int:
         device = get_device(args.device)
         run_config = load_run_config(args.config)
         config = run_config.model_config(run_config.data.vocab_size)
-        precision = resolve_precision(args.precision, device)
+        choice = choose_precision(args.precision, device, width=(config.d_model, config.d_ff))
+        precision = choice.precision
     except BookError as error:
         print(f"mfu: error: {error}", file=sys.stderr)
         return 2
@@ -290,7 +293,8 @@ def main(argv: list[str] | None = None) -> int:
     record = {"kind": "mfu", "command": command,
               "git": git_commit(), "hardware": hardware_info(device),
               "config": args.config.stem, "model_config": config.to_dict(),
-              "precision": precision, "steps": args.steps, "warmup": args.warmup,
+              "precision": precision, "precision_choice": choice.as_record(),
+              "steps": args.steps, "warmup": args.warmup,
               "backend": args.backend, **measured}
     _print(record)
     path = write_record(args.results, "mfu", f"{args.config.stem}-{device.type}", record)

@@ -97,6 +97,9 @@ class TrainSection:
 
     Training stops at whichever budget comes first, ``max_steps`` optimizer steps or
     ``max_minutes`` of wall time (set one to ``None`` to disable it; not both).
+    ``precision`` is one of :data:`PRECISIONS`: "auto" times a product in fp32 and in 16
+    bits on the training device and takes 16 bits where it is clearly faster; "bf16" is
+    kept wherever bf16 autocast runs (:func:`~transformer_book.train.runtime.choose_precision`).
     """
 
     max_steps: int | None = 100_000  # Section 5.2: base models ran 100,000 steps
