@@ -79,9 +79,15 @@ def _record(folder, kind):
 
 
 @pytest.mark.slow
-def test_train_writes_checkpoints_and_a_record(run):
+def test_train_writes_checkpoints_and_a_record(run, capsys):
+    """A checkpoint every checkpoint_every steps and at every evaluation (each epoch's end
+    here), so that best-val can choose any evaluated step; --average N averages the regular
+    ones."""
     names = sorted(p.name for p in (run / "run").glob("step_*"))
-    assert names == ["step_00000010", "step_00000020"]
+    assert names == ["step_00000007", "step_00000010", "step_00000014", "step_00000020"]
+    assert main(["evaluate", "--checkpoint", str(run / "run"), "--average", "2", "--limit", "2",
+                 "--beam", "1", "--results", str(run / "averaged")]) == 0
+    assert "weights of steps [10, 20]" in capsys.readouterr().out
     record = _record(run / "results", "train-tiny-cli")
     assert record["steps"] == 20 and record["stop_reason"] == "max_steps"
     assert record["command"].startswith("transformer-book train --config ")
@@ -250,7 +256,8 @@ def _write_run(folder, multi30k_dir, evals=None):
     tokenizer.save(folder / "tokenizer.json")
     run = RunConfig.from_dict({"model": {"preset": "tiny", "overrides": {"max_len": 256}},
                                "data": {"data_dir": str(multi30k_dir)},
-                               "decode": {"beam_size": 2, "max_len_a": 0.0, "max_len_b": 3}})
+                               "decode": {"beam_size": 2, "max_len_a": 0.0, "max_len_b": 3},
+                               "train": {"checkpoint_every": 1}})  # as the steps are
     for step in (1, 2, 3):
         torch.manual_seed(step)
         net = Transformer(TransformerConfig.preset("tiny", tokenizer.vocab_size, max_len=256))

@@ -136,7 +136,9 @@ def run_dir(tmp_path_factory):
     folder = tmp_path_factory.mktemp("run")
     tokenizer = BPETokenizer.train(REFERENCES * 3, vocab_size=300, min_frequency=1)
     tokenizer.save(folder / "tokenizer.json")
-    run = RunConfig.from_dict({"model": {"preset": "tiny", "max_len": 40}})
+    # checkpoints every 10 steps, as the steps of these runs are
+    run = RunConfig.from_dict({"model": {"preset": "tiny", "max_len": 40},
+                               "train": {"checkpoint_every": 10}})
     config = TransformerConfig.preset("tiny", tokenizer.vocab_size, dropout=0.0, max_len=40)
     for step in (1, 2, 3, 4):
         torch.manual_seed(step)
@@ -191,7 +193,9 @@ def _save_run(folder, steps, evals=None):
     ``Session.save`` does: every evaluation so far)."""
     tokenizer = BPETokenizer.train(REFERENCES * 3, vocab_size=300, min_frequency=1)
     tokenizer.save(folder / "tokenizer.json")
-    run = RunConfig.from_dict({"model": {"preset": "tiny", "max_len": 40}})
+    # checkpoints every 10 steps, as the steps of these runs are
+    run = RunConfig.from_dict({"model": {"preset": "tiny", "max_len": 40},
+                               "train": {"checkpoint_every": 10}})
     config = TransformerConfig.preset("tiny", tokenizer.vocab_size, dropout=0.0, max_len=40)
     for step in steps:
         torch.manual_seed(step)

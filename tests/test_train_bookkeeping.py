@@ -55,9 +55,11 @@ def _steps(run_dir):
 
 @pytest.mark.slow
 def test_every_evaluation_has_a_checkpoint_holding_it(multi30k_dir, tmp_path):
-    """Nothing pruned (keep_last 100): each evaluation's step has a checkpoint written after
-    it, end-of-epoch ones off the checkpoint_every grid included."""
-    config = _config(multi30k_dir, 24, eval_every=5, checkpoint_every=8, keep_last=100)
+    """Nothing pruned (keep_last and keep_best 100): each evaluation's step has a
+    checkpoint written after it, end-of-epoch ones off the checkpoint_every grid included
+    (pruning keeps those for their val loss only: keep_best)."""
+    config = _config(multi30k_dir, 24, eval_every=5, checkpoint_every=8, keep_last=100,
+                     keep_best=100)
     result = train(config, tmp_path / "out", **QUICK)
     evaluated = [e["step"] for e in result.evals]
     assert len(set(evaluated)) == len(evaluated), "a step is evaluated once"
@@ -78,9 +80,9 @@ def _curve(step):
 def test_best_val_picks_the_lowest_evaluation_and_its_neighbours(multi30k_dir, tmp_path,
                                                                   monkeypatch):
     """The loop's evaluations scored by a made-up val curve (lowest at step 11, between the
-    checkpoint_every grid's steps): pruning keeps the last 5 and the 5 of lowest val among
-    all evaluations; best-val picks the lowest, best-val-5 averages around it, not last-5's
-    checkpoints."""
+    checkpoint_every grid's steps): pruning keeps the newest 3 on the grid and the 5 of
+    lowest val among all evaluations; best-val picks the lowest, best-val-5 averages around
+    it; last-3 averages the grid's checkpoints, not the evaluations' between them."""
 
     def made_up(model, data, run_config, config, device, precision, bleu_sentences):
         step = len(result_steps) + 1  # called once per evaluation, in step order
@@ -90,7 +92,7 @@ def test_best_val_picks_the_lowest_evaluation_and_its_neighbours(multi30k_dir, t
 
     result_steps: list[int] = []
     monkeypatch.setattr(loop_module, "validate", made_up)
-    config = _config(multi30k_dir, 30, eval_every=1, checkpoint_every=10, keep_last=5,
+    config = _config(multi30k_dir, 30, eval_every=1, checkpoint_every=5, keep_last=3,
                      keep_best=5)
     result = train(config, tmp_path / "out", **QUICK)
     evals = result.evals
@@ -98,15 +100,15 @@ def test_best_val_picks_the_lowest_evaluation_and_its_neighbours(multi30k_dir, t
     assert [e["val_loss"] for e in evals] == [_curve(k) for k in range(1, 31)]
     lowest = sorted(evals, key=lambda e: e["val_loss"])[:5]
     kept = _steps(tmp_path / "out")
-    assert kept == sorted({26, 27, 28, 29, 30} | {e["step"] for e in lowest}), \
-        "the newest 5 and the 5 of lowest val loss, of every evaluation"
+    assert kept == sorted({20, 25, 30} | {e["step"] for e in lowest}), \
+        "the newest 3 on the grid and the 5 of lowest val loss, of every evaluation"
 
     best = load_trained(tmp_path / "out", select="best-val").selection
     assert best["chosen_step"] == lowest[0]["step"] == 11
     assert best["chosen_val_loss"] == min(e["val_loss"] for e in evals)
     around = load_trained(tmp_path / "out", select="best-val", average=5).selection
-    last = load_trained(tmp_path / "out", select="last", average=5).selection
-    assert last["averaged_steps"] == [26, 27, 28, 29, 30]
+    last = load_trained(tmp_path / "out", select="last", average=3).selection
+    assert last["averaged_steps"] == [20, 25, 30], "Section 6.1's regular checkpoints"
     assert around["averaged_steps"] == sorted(e["step"] for e in lowest) == [9, 10, 11, 12, 13]
     assert around["averaged_steps"] != last["averaged_steps"]
 

@@ -34,6 +34,7 @@ from transformer_book.run.checkpoint import (
     TOKENIZER,
     list_checkpoints,
     load_checkpoint,
+    off_grid_steps,
     read_metadata,
     read_step,
     tidy,
@@ -108,11 +109,18 @@ def _device(device: torch.device | str | None) -> torch.device:
     return torch.device("cpu") if device is None else require_device(device)
 
 
-def _to_average(directory: Path, step: int, average: int) -> list[Path]:
-    """The ``average`` checkpoints of ``directory``'s run that end with it (by step)."""
+def _to_average(directory: Path, step: int, average: int, every: int,
+                evals: Any) -> list[Path]:
+    """The ``average`` checkpoints of ``directory``'s run that end with it (by step): it and
+    the latest before it on the run's ``every``-step grid. Section 6.1 averages checkpoints
+    "written at 10-minute intervals"; those training also writes at evaluations off the
+    grid, so that choosing by val can pick any evaluated step, are left out
+    (:func:`~transformer_book.run.checkpoint.off_grid_steps` of the run's ``evals``)."""
     run_dir = directory.parent
+    off_grid = off_grid_steps(evals, every)
     earlier = [p for p in list_checkpoints(run_dir)
-               if p.resolve() != directory.resolve() and read_step(p) <= step]
+               if p.resolve() != directory.resolve() and read_step(p) <= step
+               and read_step(p) not in off_grid]
     require(len(earlier) + 1 >= average, "average",
             f"at most the {len(earlier) + 1} checkpoints of {run_dir} up to and including "
             f"{directory.name}", average)
@@ -196,7 +204,9 @@ def load_trained(
             machine has (checked first).
         average: if given, load the element-wise mean of ``average`` checkpoints of the run
             (Section 6.1). With ``select="last"``: the last ``average`` up to and including
-            the one ``checkpoint`` names (the newest for a run folder); otherwise the
+            the one ``checkpoint`` names (the newest for a run folder), leaving out the
+            checkpoints written at evaluations off the run's ``checkpoint_every`` grid;
+            otherwise the
             ``average`` kept checkpoints nearest in step to the chosen one (it included, ties
             to the earlier step). They must all come from the same config.
         select: ``"last"`` (default), ``"best-val"`` (lowest validation loss) or
@@ -230,7 +240,8 @@ def load_trained(
     if average is None or average == 1:
         used = [directory]
     else:
-        used = (_to_average(directory, step, average) if select == "last"
+        used = (_to_average(directory, step, average, run_config.train.checkpoint_every,
+                            metadata.get("extra", {}).get("evals")) if select == "last"
                 else _nearest(kept, directory, average))
     model = Transformer(model_config)
     _load_weights(model, directory, used, model_config)

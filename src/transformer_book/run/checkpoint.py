@@ -67,7 +67,8 @@ from transformer_book.util.validation import (
 
 __all__ = ["FORMAT_VERSION", "METADATA", "METADATA_HASH", "OPTIMIZER", "RNG", "TOKENIZER",
            "WEIGHTS", "checkpoint_name", "describe_mismatch", "list_checkpoints",
-           "load_checkpoint", "load_weights", "prune_checkpoints", "read_metadata", "read_step",
+           "load_checkpoint", "load_weights", "off_grid_steps", "prune_checkpoints",
+           "read_metadata", "read_step",
            "save_checkpoint", "tidy"]
 
 WEIGHTS, TOKENIZER, OPTIMIZER = "model.safetensors", "tokenizer.json", "optimizer.pt"
@@ -467,17 +468,32 @@ def _by_step(run_dir: Path, pattern: str) -> list[tuple[int, Path]]:
     return [(step, path) for step, _, path in sorted(found)]
 
 
+def off_grid_steps(evals: Any, every: int) -> set[int]:
+    """The steps of ``evals`` (a run's evaluations) off its ``every``-step checkpoint grid:
+    checkpoints training writes there only so that choosing by val can pick any evaluated
+    step. They count neither among the ``keep_last`` latest nor among the checkpoints that
+    averaging the last N takes (Section 6.1's were "written at 10-minute intervals")."""
+    if not isinstance(evals, list):
+        return set()
+    steps = {e.get("step") for e in evals if isinstance(e, dict)}
+    return {step for step in steps if is_integer(step) and step % every != 0}
+
+
 def prune_checkpoints(run_dir: str | Path, keep_last: int, pattern: str = "step_*",
-                      keep_best: int = 0, val_loss: dict[int, float] | None = None) -> list[Path]:
-    """Delete every checkpoint but the ``keep_last`` latest and the ``keep_best`` with the
-    lowest validation loss (``val_loss``: step -> loss; checkpoints of steps without one
-    are ranked by age alone); return the deleted folders."""
+                      keep_best: int = 0, val_loss: dict[int, float] | None = None,
+                      off_grid: set[int] | None = None) -> list[Path]:
+    """Delete every checkpoint but the newest, the ``keep_last`` latest of those whose step
+    is not in ``off_grid`` (:func:`off_grid_steps`) and the ``keep_best`` with the lowest
+    validation loss (``val_loss``: step -> loss; checkpoints of steps without one are ranked
+    by age alone); return the deleted folders."""
     require_positive_int(keep_last, "keep_last")
     require_int(keep_best, "keep_best", minimum=0)
     found = _by_step(Path(run_dir), pattern)
     scored = sorted((val_loss[step], step, path) for step, path in found
                     if val_loss and step in val_loss)
-    keep = {path for _, path in found[-keep_last:]} | {path for *_, path in scored[:keep_best]}
+    regular = [path for step, path in found if step not in (off_grid or set())]
+    keep = ({path for _, path in found[-1:]} | set(regular[-keep_last:])
+            | {path for *_, path in scored[:keep_best]})
     doomed = [path for _, path in found if path not in keep]
     for path in doomed:
         shutil.rmtree(path)

@@ -23,6 +23,7 @@ from transformer_book.nn.transformer import Transformer
 from transformer_book.run.checkpoint import (
     checkpoint_name,
     list_checkpoints,
+    off_grid_steps,
     prune_checkpoints,
     save_checkpoint,
 )
@@ -123,7 +124,8 @@ class Session:
                    "scaler": trainer.scaler.state_dict() if trainer.scaler else None})
         t = self.run_config.train
         prune_checkpoints(self.out_dir, t.keep_last, keep_best=t.keep_best,
-                          val_loss={e["step"]: e["val_loss"] for e in state.evals})
+                          val_loss={e["step"]: e["val_loss"] for e in state.evals},
+                          off_grid=off_grid_steps(state.evals, t.checkpoint_every))
         return path
 
 
