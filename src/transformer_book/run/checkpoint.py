@@ -475,8 +475,9 @@ def off_grid_steps(evals: Any, every: int) -> set[int]:
     averaging the last N takes (Section 6.1's were "written at 10-minute intervals")."""
     if not isinstance(evals, list):
         return set()
-    steps = [e.get("step") for e in evals if isinstance(e, dict)]
-    return {int(step) for step in steps if is_integer(step) and int(step) % every != 0}
+    steps: list[int] = [e["step"] for e in evals if isinstance(e, dict)
+                        and is_integer(e.get("step"))]
+    return {step for step in steps if step % every != 0}
 
 
 def prune_checkpoints(run_dir: str | Path, keep_last: int, pattern: str = "step_*",
