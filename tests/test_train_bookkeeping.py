@@ -273,3 +273,30 @@ def test_the_loop_stops_after_max_steps_updates_and_records_the_skipped(
     assert second.resumed_from.name == "step_00000006" and steps["n"] == 6
     assert second.step == 12 and second.skipped_steps == 1, "the count survives the resume"
     assert [e["loss"] for e in second.losses] == [e["loss"] for e in whole.losses]
+
+
+# ------------------------------------------------- precision: measured once, kept on resume
+
+
+@pytest.mark.slow
+def test_auto_precision_is_recorded_and_a_resume_keeps_it(multi30k_dir, tmp_path, monkeypatch):
+    """"auto" measures the machine and the record says what it chose and why; a resume does
+    not measure again (a different verdict would refuse the resume or change the run)."""
+    from transformer_book.train import runtime
+
+    config = _config(multi30k_dir, 6, eval_every=3, checkpoint_every=3, keep_last=10)
+    config.train.precision = "auto"
+    # bf16 three times slower: fp32
+    monkeypatch.setattr(runtime, "time_product", lambda precision, device, shape: (
+        3e-10 if precision != "fp32" else 1e-10) * shape[0] * shape[1] * shape[2])
+    first = train(config, tmp_path / "out", **{**QUICK, "results_dir": tmp_path / "rec"})
+    [record] = [json.loads(p.read_text()) for p in (tmp_path / "rec").glob("train-*.json")]
+    assert record["precision"] == "fp32" and record["precision_choice"]["asked"] == "auto"
+    assert first.step == 6
+    # now bf16 would look ten times faster: the resumed run stays in fp32 all the same
+    monkeypatch.setattr(runtime, "time_product", lambda precision, device, shape: (
+        1e-11 if precision != "fp32" else 1e-10) * shape[0] * shape[1] * shape[2])
+    config.train.max_steps = 9
+    second = train(config, tmp_path / "out", **QUICK)
+    assert second.resumed_from.name == "step_00000006" and second.step == 9
+    assert load_checkpoint(second.final_checkpoint)["extra"]["precision"] == "fp32"

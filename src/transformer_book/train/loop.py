@@ -385,6 +385,7 @@ class _Loop:
             "model_config": s.config.to_dict(),
             "num_parameters": s.num_parameters,
             "precision": self.trainer.precision,
+            "precision_choice": s.precision_choice.as_record(),
             "world_size": world,
             "global_batch_tokens_per_side": d.max_tokens * world * t.accumulation,
             "data": s.data.stats,

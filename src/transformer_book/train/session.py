@@ -25,13 +25,19 @@ from transformer_book.run.checkpoint import (
     list_checkpoints,
     off_grid_steps,
     prune_checkpoints,
+    read_metadata,
     save_checkpoint,
 )
 from transformer_book.run.config import RunConfig
 from transformer_book.train.corpus import PreparedData, prepare_data
 from transformer_book.train.objective import make_optimizer
 from transformer_book.train.resume import RunState, check_resumable, restore_run
-from transformer_book.train.runtime import DistInfo, make_scaler, resolve_precision
+from transformer_book.train.runtime import (
+    DistInfo,
+    PrecisionChoice,
+    choose_precision,
+    make_scaler,
+)
 from transformer_book.train.step import NonFiniteLossError, Trainer
 from transformer_book.util.env import set_seed
 from transformer_book.util.rng import capture_rng_state
@@ -88,6 +94,7 @@ class Session:
     state: RunState
     start_step: int
     resumed_from: Path | None
+    precision_choice: PrecisionChoice  # what [train] precision asked, what ran, and why
 
     @property
     def config(self) -> TransformerConfig:
@@ -149,7 +156,11 @@ def open_session(run_config: RunConfig, out_dir: Path, options: TrainOptions, in
         raise bad_input("resume", f"an out folder without checkpoints when not resuming ({out_dir} "
                    "holds some; resume, delete them or choose another folder)",
                    [p.name for p in existing])
-    precision = resolve_precision(t.precision, device)
+    # A resume keeps the precision the run was trained in ("auto" is not measured again).
+    resumed_in = (read_metadata(existing[-1]).get("extra", {}).get("precision")
+                  if existing and t.precision == "auto" else None)
+    choice = choose_precision(resumed_in or t.precision, device, info=info)
+    precision = choice.precision
     if d.bpe_dropout > 0 and info.enabled:  # unseeded draws: the processes would disagree
         raise bad_input("[data] bpe_dropout", "0 when training with several processes (each "
                    "would segment the corpus differently, and their batches would not match)",
@@ -184,7 +195,8 @@ def open_session(run_config: RunConfig, out_dir: Path, options: TrainOptions, in
                       skipped_steps=skipped)
     return Session(run_config=run_config, out_dir=out_dir, options=options, info=info,
                    device=device, data=data, raw_model=raw_model, trainer=trainer,
-                   watch=watch, state=state, start_step=step, resumed_from=resumed_from)
+                   watch=watch, state=state, start_step=step, resumed_from=resumed_from,
+                   precision_choice=choice)
 
 
 def _require_finite_weights(model: nn.Module, step: int) -> None:
