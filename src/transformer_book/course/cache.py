@@ -101,8 +101,9 @@ def chapter10_run_config(device: torch.device | str | None = None) -> RunConfig:
     short enough to finish inside the budget -- and gradient clipping at 1.0. The budget is
     counted in optimizer steps, never in minutes, so the result does not depend on how busy
     the machine is: 800 steps on a CPU (or MPS), 4,000 on a CUDA GPU. A CPU trains in fp32
-    (``precision`` "auto" would pick bf16 on CPUs with AMX, and the chapters' numbers would
-    depend on the CPU's model); a GPU in its "auto" precision.
+    (``precision`` "auto" measures the machine and could pick bf16 on one CPU and not on
+    another, and the chapters' numbers would depend on the CPU); a GPU in its "auto"
+    precision.
     """
     kind = _device(device).type
     steps = CHAPTER10_STEPS["cuda" if kind == "cuda" else "cpu"]
