@@ -11,11 +11,16 @@ installed, Multi30k in ``$TRANSFORMER_BOOK_DATA`` or downloadable)::
    ``torch.compile`` on the GPU). A failure is reported and the run goes on (exit status 1).
 2. ``--mfu``: ``benchmarks/mfu.py``, the base model's tokens/s and MFU, eager and compiled
    (its record, ``mfu-*.json``, goes to ``--results``; ``--mfu-args`` passes it options).
-3. Trains the configs **one after another**, each with the GPU to itself: side by side they
+3. Measures each config's step on ``--device`` (:func:`estimate`: a fresh model, a few
+   training steps on a batch of its ``max_tokens``, timed after the first) and resizes the
+   plan: a config whose share of ``--minutes`` would end inside its learning-rate warm-up
+   (``warmup_steps``, before ``max_steps``) is reported and not trained, and its time goes to
+   the others (:func:`fit_to_budget`); the estimates and the resizing are in the summary.
+4. Trains the configs **one after another**, each with the GPU to itself: side by side they
    would contend for it, which confounds the choice on val and deflates every tokens/s
    figure. Each run is scored on the validation split as Section 6.1 does (beam 4,
    α = 0.6, the average of its last 5 checkpoints) as soon as it has trained.
-4. With ``--plan`` (a plan of :mod:`transformer_book.run.plans`, committed before this
+5. With ``--plan`` (a plan of :mod:`transformer_book.run.plans`, committed before this
    command starts, so before its training) and ``--system``, scores only the best of them
    on val once on test_2016_flickr, the same way; the read joins
    ``results/test_reads.jsonl`` with its translations kept. Without ``--plan`` the test
@@ -27,8 +32,10 @@ installed, Multi30k in ``$TRANSFORMER_BOOK_DATA`` or downloadable)::
 MFU benchmark when asked, training and every evaluation fit in about 7 minutes on an
 H100/H200-class GPU). The training time is what is left after the steps before it, less a
 reserve for each run's start-up and evaluations (first guessed, then the longest observed),
-split evenly among the configs still to train; a config the budget cannot fit is reported
-and skipped, and the test evaluation of the chosen run always happens.
+split evenly among the configs still to train; a config whose share would not carry it
+through its warm-up at its measured step time is reported and skipped (before training
+starts and again when its turn comes), and the test evaluation of the chosen run always
+happens.
 
 Each training run is a ``transformer-book train`` child process; each evaluation runs in
 this process (:func:`transformer_book.inference.evaluate`) while no child runs. Each writes
@@ -61,11 +68,20 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))  # this checkout's package, as the children's PYTHONPATH
+sys.path.insert(0, str(ROOT / "benchmarks"))  # the MFU benchmark's training step
 
 import torch  # noqa: E402 (after the path: a copy of the tree need not be installed)
+from mfu import new_trainer, synthetic_batch, time_steps  # noqa: E402 (benchmarks/mfu.py)
 
 from transformer_book.inference.evaluation import evaluate, write_evaluation  # noqa: E402
 from transformer_book.inference.trained import load_trained  # noqa: E402
+from transformer_book.run.checkpoint import (  # noqa: E402
+    list_checkpoints,
+    off_grid_steps,
+    read_metadata,
+    read_step,
+)
+from transformer_book.run.config import load_run_config  # noqa: E402
 from transformer_book.run.plans import (  # noqa: E402
     LEDGER,
     load_plan,
@@ -73,6 +89,9 @@ from transformer_book.run.plans import (  # noqa: E402
     repository_root,
     require_readable,
 )
+from transformer_book.train.corpus import StepBatch  # noqa: E402
+from transformer_book.train.runtime import resolve_precision  # noqa: E402
+from transformer_book.util.env import device_name, get_device  # noqa: E402
 from transformer_book.util.records import git_commit  # noqa: E402
 from transformer_book.util.validation import BookError  # noqa: E402
 
@@ -83,7 +102,8 @@ TEST_SPLIT = "test_2016_flickr"  # read once, under --plan
 # First guesses of the time beyond training, on an H100/H200-class GPU; then the longest seen.
 STARTUP_SECONDS = 20.0  # a train run beyond --max-minutes: imports, CUDA, last eval, checkpoint
 EVALUATE_SECONDS = 25.0  # an evaluation: 5 checkpoints averaged, beam 4 over 1,014 sentences
-MIN_TRAIN_SECONDS = 20.0  # less than this is not worth a run
+ESTIMATE_STEPS = 3  # timed training steps per config, after one untimed (allocation, tuning)
+ESTIMATE_LENGTH = 24  # tokens a sentence in the estimate's batch (chapter 12's Multi30k shape)
 CHECK_SECONDS = 600.0  # the CUDA tests or the MFU benchmark are killed after this
 
 
@@ -215,6 +235,84 @@ def mfu_benchmark(args: argparse.Namespace, env: dict[str, str]) -> dict:
     return {**result, "seconds": time.perf_counter() - started}
 
 
+def estimate(config: str, args: argparse.Namespace) -> dict:
+    """Seconds a training step of ``config`` takes on ``--device``: a fresh model of its
+    ``[model]``, Adam and eq. 3 of its ``[train]`` in the precision ``train`` resolves, on a
+    batch of ``[data] max_tokens`` random ids a side (sentences of :data:`ESTIMATE_LENGTH`,
+    ``accumulation`` micro-batches a step); one untimed step, then :data:`ESTIMATE_STEPS`
+    timed (the MFU benchmark's step and clock). With the steps the run needs to come out of
+    its learning-rate warm-up: ``warmup_steps``, or ``max_steps`` if fewer. A config that
+    cannot be built or stepped gets an ``error`` instead (its training reports why)."""
+    try:
+        run_config = load_run_config(config)
+        model = run_config.model_config(run_config.data.vocab_size)
+        device = get_device(args.device)
+        t = run_config.train
+        precision = resolve_precision(t.precision, device)
+        one = synthetic_batch(model, run_config.data.max_tokens, ESTIMATE_LENGTH, device, 0)
+        batch = StepBatch(one.micro * t.accumulation, one.target_tokens * t.accumulation,
+                          one.source_tokens * t.accumulation)
+        trainer = new_trainer(run_config, model, precision, device, False, "inductor", 0)
+        timing = time_steps(trainer, batch, 1, ESTIMATE_STEPS, device)
+    except (BookError, RuntimeError, OSError) as error:  # a bad config, out of memory
+        why = f"{type(error).__name__}: {error}".splitlines()[0]
+        return {"error": f"could not be measured ({why}): trained without the warm-up check"}
+    finally:
+        trainer = one = batch = None  # the memory goes back before the children train
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()
+    max_steps = t.max_steps if args.max_steps is None else args.max_steps
+    return {"seconds_per_step": timing["total_seconds"] / ESTIMATE_STEPS,
+            "first_step_seconds": timing["warmup_seconds"][0], "timed_steps": ESTIMATE_STEPS,
+            "device_name": device_name(device), "precision": precision,
+            "tokens_per_side": run_config.data.max_tokens * t.accumulation,
+            "warmup_steps": t.warmup_steps, "steps_to_warm_up": min(t.warmup_steps, max_steps)}
+
+
+def warm_up_shortfall(seconds: float, step: dict) -> str | None:
+    """Why ``seconds`` of training would stop the run of ``step`` (an :func:`estimate`)
+    inside its learning-rate warm-up, or ``None`` if they carry it through. The evaluations
+    during training are not counted, so the check errs towards training. Without a measured
+    step only a share of no time at all is refused."""
+    if "error" in step:
+        return None if seconds > 0 else "no time of the --minutes budget left for it"
+    per_step, needed = step["seconds_per_step"], step["steps_to_warm_up"]
+    if seconds >= needed * per_step:
+        return None
+    return (f"{max(seconds, 0) / 60:.2f} min of the --minutes budget is about "
+            f"{max(seconds, 0) / per_step:,.0f} steps at {per_step:.3g} s a step on "
+            f"{step['device_name']}, inside its {needed:,}-step learning-rate warm-up "
+            f"(which needs {needed * per_step / 60:.1f} min)")
+
+
+def _describe(step: dict) -> str:
+    if "error" in step:
+        return step["error"]
+    warm_up = step["steps_to_warm_up"] * step["seconds_per_step"]
+    return (f"{step['seconds_per_step']:.3g} s a step on {step['device_name']} "
+            f"({step['precision']}, {step['tokens_per_side']:,} tokens a side): "
+            f"{step['steps_to_warm_up']:,} steps to warm up in {warm_up / 60:.1f} min")
+
+
+def fit_to_budget(configs: list[str], estimates: dict[str, dict],
+                  budget: Budget) -> dict[str, str]:
+    """The configs to leave out, with why: while the even share of the time left would stop
+    some config inside its warm-up, the one whose warm-up takes longest goes, and its time
+    goes to the others."""
+    kept, dropped = list(configs), {}
+    while kept:
+        share = budget.train_seconds(len(kept))
+        short = {config: why for config in kept
+                 if (why := warm_up_shortfall(share, estimates[config])) is not None}
+        if not short:
+            break
+        worst = max(short, key=lambda c: estimates[c].get("steps_to_warm_up", 0)
+                    * estimates[c].get("seconds_per_step", 0))  # an unmeasured one last
+        dropped[worst] = short[worst]
+        kept.remove(worst)
+    return dropped
+
+
 def train_one(config: str, seconds: float, args: argparse.Namespace, env: dict[str, str],
               budget: Budget) -> dict:
     """One ``transformer-book train`` for at most ``seconds`` (the GPU to itself)."""
@@ -240,7 +338,21 @@ def train_one(config: str, seconds: float, args: argparse.Namespace, env: dict[s
     print(f"train {name}: {record['steps']} steps in {record['train_seconds'] / 60:.1f} min",
           flush=True)
     return {**run, "train_record": record["path"], "steps": record["steps"],
-            "train_minutes": record["train_seconds"] / 60}  # the whole run
+            "train_minutes": record["train_seconds"] / 60,  # the whole run
+            "seconds_per_step": record["seconds_per_step"]}  # measured: the estimate's check
+
+
+def _averageable(out: str) -> int:
+    """How many checkpoints :func:`load_trained` can average at the run's newest: it and
+    the earlier ones on the run's ``checkpoint_every`` grid (those written at evaluations
+    off the grid are not averaged, :func:`transformer_book.run.checkpoint.off_grid_steps`)."""
+    found = list_checkpoints(out)
+    if not found:
+        return 1  # load_trained says what is missing
+    meta = read_metadata(found[-1])
+    off = off_grid_steps(meta.get("extra", {}).get("evals"),
+                         meta["config"]["run"]["train"]["checkpoint_every"])
+    return 1 + sum(read_step(path) not in off for path in found[:-1])
 
 
 def evaluate_one(name: str, run: dict, split: str, args: argparse.Namespace,
@@ -250,10 +362,10 @@ def evaluate_one(name: str, run: dict, split: str, args: argparse.Namespace,
     while no child runs: its ``evaluate`` record, written into ``--results`` as
     ``transformer-book evaluate`` writes it, with its ``path``; or ``None`` (the failure is
     noted in ``run`` as ``error``). What it prints goes to ``<runs>/<name>-<split>.log`` too."""
-    average = min(args.average, len(list(Path(run["out"]).glob("step_*"))))
     log = args.runs / f"{name}-{split}.log"
     started = time.perf_counter()
     try:
+        average = min(args.average, _averageable(run["out"]))
         trained = load_trained(run["out"], device=args.device, average=average)
         evaluation = evaluate(trained, split=split, limit=args.limit, beam_size=4, alpha=0.6)
         path = write_evaluation(args.results, evaluation, trained, args.command,
@@ -276,16 +388,31 @@ def evaluate_one(name: str, run: dict, split: str, args: argparse.Namespace,
 def train_and_validate(args: argparse.Namespace, env: dict[str, str],
                        budget: Budget) -> dict[str, dict]:
     """Every config in turn: its share of the time left, trained, scored on val."""
+    estimates = {}
+    for config in args.configs:
+        estimates[config] = step = (
+            estimate(config, args) if budget.train_seconds(1) > 0
+            else {"error": "not measured: no time of the --minutes budget left to train"})
+        print(f"estimate {Path(config).stem}: {_describe(step)}", flush=True)
+    dropped = fit_to_budget(args.configs, estimates, budget)
+    if dropped:
+        print(f"plan resized: {len(args.configs) - len(dropped)} of {len(args.configs)} "
+              "configs trained, the time of the others shared among them", flush=True)
+    kept = [config for config in args.configs if config not in dropped]
     runs = {}
-    for i, config in enumerate(args.configs):
+    for config in args.configs:
         name = Path(config).stem
-        seconds = budget.train_seconds(len(args.configs) - i)
-        if seconds < MIN_TRAIN_SECONDS:
-            runs[name] = {"config": config, "error": f"not trained: {seconds:.0f} s of the "
-                          f"--minutes budget left for it (at least {MIN_TRAIN_SECONDS:.0f})"}
+        seconds = budget.train_seconds(len(kept)) if config in kept else 0.0
+        why = dropped.get(config) or warm_up_shortfall(seconds, estimates[config])
+        if config in kept:
+            kept.remove(config)
+        if why is not None:
+            runs[name] = {"config": config, "estimate": estimates[config],
+                          "error": f"not trained: {why}"}
             print(f"train {name}: {runs[name]['error']}", flush=True)
             continue
-        runs[name] = run = train_one(config, seconds, args, env, budget)
+        runs[name] = run = {**train_one(config, seconds, args, env, budget),
+                            "estimate": estimates[config]}
         if "error" in run:
             continue
         val = evaluate_one(name, run, "val", args, budget)
@@ -297,8 +424,8 @@ def train_and_validate(args: argparse.Namespace, env: dict[str, str],
 
 
 def _summary(runs: dict[str, dict], chosen: str | None, test: dict | None) -> dict:
-    keep = ("config", "out", "log", "budget_minutes", "train_record", "steps",
-            "train_minutes", "val_bleu", "val_record", "error")
+    keep = ("config", "out", "log", "budget_minutes", "estimate", "train_record", "steps",
+            "train_minutes", "seconds_per_step", "val_bleu", "val_record", "error")
     summary = {
         "target_bleu": TARGET_BLEU,
         "floor_bleu": FLOOR_BLEU,

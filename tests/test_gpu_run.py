@@ -1,6 +1,8 @@
 """scripts/gpu_run.py, the GPU run in one command, checked end to end on the CPU with tiny
-configs: train one config after another (never two children at once), choose on
-validation, score once on test, keep to the --minutes budget, bundle the records."""
+configs: measure each config's step, leave out a config whose share of --minutes would end
+inside its learning-rate warm-up, train one config after another (never two children at
+once), choose on validation, score once on test, keep to the --minutes budget, bundle the
+records."""
 
 from __future__ import annotations
 
@@ -15,6 +17,8 @@ import pytest
 from plan_utils import write_plan
 
 from tests.test_cli import TINY
+from transformer_book.analysis.compute import peak_flops, training_flops
+from transformer_book.util.env import device_name
 from transformer_book.util.records import COMMIT_ENV, git_commit
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -113,6 +117,9 @@ def test_trains_chooses_on_val_and_scores_the_choice_on_test(gpu_run, multi30k_d
     assert summary["budget_minutes"] == 7.0 and summary["wall_minutes"] < 7.0
     assert 0 < runs["tiny-a"]["budget_minutes"] < 7.0 / 2, "its share of the whole budget"
     assert all(run["steps"] == 20 and "error" not in run for run in runs.values())
+    for run in runs.values():  # measured before training, and kept with what training saw
+        assert run["estimate"]["seconds_per_step"] > 0 and run["seconds_per_step"] > 0
+        assert run["estimate"]["steps_to_warm_up"] == 10  # tiny.toml's warmup_steps
     chosen = summary["chosen_on_val"]
     assert runs[chosen]["val_bleu"] == max(run["val_bleu"] for run in runs.values())
     test = json.loads(Path(summary["test"]["path"]).read_text())
@@ -244,3 +251,90 @@ def test_cuda_tests_and_mfu_run_first_and_are_bundled(gpu_run, multi30k_dir, tmp
         names = tar.getnames()
     assert f"results/{Path(summary['mfu']['record']).name}" in names
     assert {"logs/cuda-tests.log", "logs/mfu.log"} <= set(names)
+
+
+def test_a_step_is_measured_on_the_device_it_will_train_on(gpu_run, tmp_path):
+    args = gpu_run.parse_args(["--device", "cpu", "--runs", str(tmp_path)])
+    step = gpu_run.estimate("configs/tiny.toml", args)
+    assert step["seconds_per_step"] > 0 and step["first_step_seconds"] > 0
+    assert step["timed_steps"] == gpu_run.ESTIMATE_STEPS
+    assert (step["device_name"], step["precision"]) == (device_name("cpu"), "fp32")
+    assert (step["tokens_per_side"], step["warmup_steps"]) == (512, 10)  # tiny.toml
+    assert step["steps_to_warm_up"] == 10
+    args.max_steps = 4  # a run cut short by --max-steps warms up only as far as it goes
+    assert gpu_run.estimate("configs/tiny.toml", args)["steps_to_warm_up"] == 4
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[train]\nwarmup = 4000\n")
+    assert gpu_run.estimate(str(bad), args)["error"].startswith("could not be measured (")
+
+
+def _as_if_on_a_t4(mfu: float):
+    """``time_steps`` as a T4 would answer it at ``mfu``: the step's FLOPs over that share
+    of the T4's fp16 peak (the model and the batch are the real ones, built on the CPU)."""
+
+    def time_steps(trainer, batch, warmup, steps, device):
+        pairs, length = batch.micro[0][0].shape
+        flops = len(batch.micro) * training_flops(trainer.model.config, length, length, pairs)
+        seconds = flops / (mfu * peak_flops("T4", "fp16"))
+        return {"warmup_seconds": [seconds] * warmup, "step_seconds": [seconds] * steps,
+                "total_seconds": seconds * steps}
+
+    return time_steps
+
+
+def test_a_budget_that_ends_inside_the_warm_up_is_resized(gpu_run, monkeypatch, tmp_path):
+    """The default plan on a T4: at 7 minutes gpu-base's share ends long before its 1,500
+    warm-up steps, so it is left out and its time goes to the others; every config kept can
+    finish its warm-up; a budget that fits them all keeps them all."""
+    monkeypatch.setattr(gpu_run, "time_steps", _as_if_on_a_t4(0.25))
+    args = gpu_run.parse_args(["--device", "cpu", "--runs", str(tmp_path)])
+    estimates = {config: gpu_run.estimate(config, args) for config in gpu_run.CONFIGS}
+    base = next(config for config in gpu_run.CONFIGS if config.endswith("gpu-base.toml"))
+    assert estimates[base]["steps_to_warm_up"] == 1500
+    dropped = gpu_run.fit_to_budget(gpu_run.CONFIGS, estimates, gpu_run.Budget.of(7.0))
+    assert base in dropped and len(dropped) < len(gpu_run.CONFIGS)
+    assert "inside its 1,500-step learning-rate warm-up" in dropped[base]
+    budget = gpu_run.Budget.of(7.0)
+    kept = [config for config in gpu_run.CONFIGS if config not in dropped]
+    for config in kept:  # each share carries its run through its warm-up
+        assert gpu_run.warm_up_shortfall(budget.train_seconds(len(kept)), estimates[config]) \
+            is None
+    warm_ups = [e["steps_to_warm_up"] * e["seconds_per_step"] for e in estimates.values()]
+    per_run = gpu_run.STARTUP_SECONDS + gpu_run.EVALUATE_SECONDS
+    enough = (len(estimates) * (max(warm_ups) + per_run) + gpu_run.EVALUATE_SECONDS) / 60 + 1
+    assert gpu_run.fit_to_budget(gpu_run.CONFIGS, estimates, gpu_run.Budget.of(enough)) == {}
+
+
+def test_the_warm_up_check_at_its_boundary(gpu_run):
+    step = {"seconds_per_step": 0.5, "steps_to_warm_up": 100, "device_name": "T4"}
+    assert gpu_run.warm_up_shortfall(50.0, step) is None  # 100 steps: warmed up
+    why = gpu_run.warm_up_shortfall(49.0, step)
+    assert why == ("0.82 min of the --minutes budget is about 98 steps at 0.5 s a step on T4, "
+                   "inside its 100-step learning-rate warm-up (which needs 0.8 min)")
+    unmeasured = {"error": "could not be measured (...)"}
+    assert gpu_run.warm_up_shortfall(1.0, unmeasured) is None  # its training says what fails
+    assert "no time" in gpu_run.warm_up_shortfall(0.0, unmeasured)
+
+
+def test_a_run_that_would_end_inside_its_warm_up_is_not_started(gpu_run, tmp_path, capsys,
+                                                               monkeypatch, one_at_a_time):
+    """Through the whole command: a tiny config at a measured-looking 10 s a step needs 100 s
+    to warm up, more than a 2-minute budget leaves it; nothing starts, and the summary keeps
+    the estimate and says why."""
+    def ten_seconds_a_step(trainer, batch, warmup, steps, device):
+        return {"warmup_seconds": [10.0] * warmup, "step_seconds": [10.0] * steps,
+                "total_seconds": 10.0 * steps}
+
+    monkeypatch.setattr(gpu_run, "time_steps", ten_seconds_a_step)
+    code = gpu_run.main(["--configs", "configs/tiny.toml", "--device", "cpu", "--minutes", "2",
+                         "--results", str(tmp_path / "results"), "--runs",
+                         str(tmp_path / "runs"), "--bundle", str(tmp_path / "out")])
+    assert code == 1, "nothing trained"
+    assert one_at_a_time == [], "no child started"
+    run = json.loads((tmp_path / "out" / "summary.json").read_text())["runs"]["tiny"]
+    assert run["estimate"]["seconds_per_step"] == 10.0
+    assert run["error"].startswith("not trained: ")
+    assert "inside its 10-step learning-rate warm-up (which needs 1.7 min)" in run["error"]
+    printed = capsys.readouterr().out
+    assert "estimate tiny: 10 s a step on" in printed
+    assert "plan resized: 0 of 1 configs trained" in printed
