@@ -1,8 +1,11 @@
-"""The ablation runner: reduced key size equals a smaller d_k, runs are seeded and paired;
-the statistics: Student's t, Welch's test over seeds and the verdicts built on them."""
+"""The ablation runner: reduced key size equals a smaller d_k, runs are seeded, paired and
+cached; the statistics: Student's t, Welch's test over seeds, the paired bootstrap over
+sentences of seed pairs, Holm's correction and the verdicts built on them."""
 
 from __future__ import annotations
 
+import dataclasses
+import itertools
 import math
 import random
 from pathlib import Path
@@ -25,10 +28,13 @@ from transformer_book.analysis.ablation import (
     train_variant,
 )
 from transformer_book.analysis.ablation_stats import (
+    ablation_verdicts,
+    holm_bonferroni,
     mean_sd,
     paper_change,
     row_verdict,
     seed_change,
+    seed_paired_bleu,
     t_critical,
     t_two_sided_p,
     verdict_rows,
@@ -298,27 +304,137 @@ def test_seed_change_without_spread_or_with_one_seed():
     assert not single.tested and not single.measured and "one seed" in str(single)
 
 
+def test_holm_bonferroni_by_hand():
+    # Sorted: 0.005, 0.01, 0.03, 0.04 -> 4 x 0.005, 3 x 0.01, 2 x 0.03, max(0.06, 1 x 0.04).
+    assert holm_bonferroni([0.01, 0.04, 0.03, 0.005]) == pytest.approx([0.03, 0.06, 0.06, 0.02])
+    assert holm_bonferroni([0.6, 0.7]) == [1.0, 1.0], "capped at 1, then carried down"
+    adjusted = holm_bonferroni([0.01, math.nan, 0.2])  # a test that did not run: m = 2
+    assert adjusted[0] == pytest.approx(0.02) and math.isnan(adjusted[1])
+    assert adjusted[2] == pytest.approx(0.2)
+    assert holm_bonferroni([]) == [] and holm_bonferroni([0.03]) == [0.03]
+    with pytest.raises(BookError, match=r"p_values: expected p-values in \[0, 1\]"):
+        holm_bonferroni([0.1, 1.5])
+    with pytest.raises(BookError, match="p_values: expected a sequence"):
+        holm_bonferroni(0.1)
+
+
+def test_holm_bonferroni_properties_on_random_families():
+    rng = random.Random(3)
+    for _ in range(200):
+        m = rng.randint(1, 20)
+        p = [rng.random() ** 3 for _ in range(m)]  # many small ones
+        adjusted = holm_bonferroni(p)
+        bonferroni = [min(1.0, m * x) for x in p]
+        assert all(x <= a <= b <= 1.0 for x, a, b in zip(p, adjusted, bonferroni, strict=True))
+        order = sorted(range(m), key=lambda i: p[i])
+        assert all(adjusted[i] <= adjusted[j] for i, j in itertools.pairwise(order))
+        # Step-down: reject the k smallest, where k is the first i with p_(i) >= α/(m - i).
+        k = next((i for i, j in enumerate(order) if p[j] >= 0.05 / (m - i)), m)
+        assert {j for j in range(m) if adjusted[j] < 0.05} == set(order[:k])
+
+
+def test_holm_bonferroni_keeps_the_family_wise_error_rate():
+    # 18 true null hypotheses (uniform p-values): a false "measured" anywhere in at most 5%
+    # of the families; uncorrected, in about 1 - 0.95^18 = 60% of them.
+    rng = random.Random(11)
+    families = [[rng.random() for _ in range(18)] for _ in range(4000)]
+    corrected = sum(min(holm_bonferroni(f)) < 0.05 for f in families) / len(families)
+    raw = sum(min(f) < 0.05 for f in families) / len(families)
+    assert corrected < 0.06 and raw > 0.55
+
+
+def test_holm_bonferroni_matches_statsmodels():
+    multitest = pytest.importorskip("statsmodels.stats.multitest")
+    rng = random.Random(5)
+    p = [rng.random() ** 2 for _ in range(15)]
+    expected = multitest.multipletests(p, method="holm")[1]
+    assert holm_bonferroni(p) == pytest.approx(list(expected), abs=1e-12)
+
+
+def _systems(seed: int, n: int = 24):
+    """Made-up references and, per system, a corrupted copy of each (some words dropped)."""
+    rng = random.Random(seed)
+    references = [" ".join(rng.choice(WORDS) for _ in range(rng.randint(3, 8)))
+                  for _ in range(n)]
+
+    def system(keep: float) -> list[str]:
+        return [" ".join(w for w in r.split() if rng.random() < keep) or r.split()[0]
+                for r in references]
+
+    return references, system
+
+
+def test_seed_paired_bleu_with_one_pair_is_sacrebleus_paired_test():
+    from transformer_book.inference.significance import compare_systems
+
+    references, system = _systems(0)
+    base, variant = system(0.6), system(0.8)
+    test = seed_paired_bleu([base], [variant], references, resamples=200, seed=7)
+    comparison = compare_systems(base, variant, references, resamples=200, seed=7)
+    assert test.delta == pytest.approx(comparison.delta, abs=1e-9)
+    assert test.interval == pytest.approx(comparison.interval, abs=1e-9)
+    assert test.p_value == pytest.approx(comparison.p_value, abs=1e-12)
+    assert test.pair_deltas == pytest.approx((comparison.delta,))
+
+
+def test_seed_paired_bleu_pools_the_pairs_on_the_same_resampled_sentences():
+    import numpy as np
+    from sacrebleu import corpus_bleu
+
+    references, system = _systems(1)
+    pairs = [(system(0.7), system(0.75)) for _ in range(3)]
+    resamples, seed = 120, 9
+    test = seed_paired_bleu([b for b, _ in pairs], [v for _, v in pairs], references,
+                            resamples=resamples, seed=seed)
+    bleu = lambda hyps, refs: corpus_bleu(hyps, [refs]).score  # noqa: E731
+    deltas = [bleu(v, references) - bleu(b, references) for b, v in pairs]
+    assert test.pair_deltas == pytest.approx(tuple(deltas))
+    assert test.delta == pytest.approx(sum(deltas) / 3)
+    # Plain and slow: the same sentence indices for every pair, every corpus scored afresh.
+    draws = np.random.default_rng(seed).choice(len(references), size=(resamples,
+                                                                      len(references)))
+    resampled = np.array([
+        np.mean([bleu([v[i] for i in idx], [references[i] for i in idx])
+                 - bleu([b[i] for i in idx], [references[i] for i in idx]) for b, v in pairs])
+        for idx in draws])
+    assert test.interval == pytest.approx(tuple(np.quantile(resampled, [0.025, 0.975])))
+    shifted = np.abs(resampled) - np.abs(resampled).mean()
+    assert test.p_value == pytest.approx((np.sum(shifted > abs(test.delta)) + 1)
+                                         / (resamples + 1))
+    same = seed_paired_bleu([pairs[0][0]], [pairs[0][0]], references, resamples=100)
+    assert same.delta == 0.0 and same.p_value == 1.0 and not same.significant
+    with pytest.raises(BookError, match="variant_translations: expected one list of"):
+        seed_paired_bleu([pairs[0][0]], [], references)
+    with pytest.raises(BookError, match=r"variant_translations\[0\]: expected 24 translations"):
+        seed_paired_bleu([pairs[0][0]], [pairs[0][1][:5]], references)
+
+
 def test_row_verdict_follows_the_tests_and_the_papers_direction():
     base = _runs("base", [10.0, 10.2, 9.8], [20.0, 20.5, 19.5])
     worse = _runs("(A) h=1, d_k=64", [12.0, 12.3, 11.9], [15.0, 15.5, 14.8])
-    real = SimpleNamespace(significant=True, delta=-5.0, p_value=0.001)
+    real = SimpleNamespace(delta=-5.0, p_value=0.001)
     verdict = row_verdict(base, worse, comparison=real, paper_row="(A) h=1, d_k=d_v=512")
     assert verdict.paper == pytest.approx(paper_change("(A) h=1, d_k=d_v=512"))
     assert verdict.ppl.measured and verdict.bleu.measured
+    assert verdict.p_values == (verdict.ppl.p_value, max(verdict.bleu.p_value, 0.001))
+    assert verdict.adjusted == verdict.p_values, "a row judged alone"
     assert (verdict.ppl_verdict.kind, str(verdict.ppl_verdict)) == ("agrees", "agrees (hurts)")
     assert (verdict.bleu_verdict.kind, str(verdict.bleu_verdict)) == ("agrees", "agrees (hurts)")
-    # The paired test on the sentences must confirm a BLEU change, in the same direction.
-    for comparison in (SimpleNamespace(significant=False, delta=-5.0, p_value=0.2),
-                       SimpleNamespace(significant=True, delta=+1.0, p_value=0.01)):
+    # The sentence test must confirm a BLEU change, in the same direction: the larger p.
+    for comparison, p in ((SimpleNamespace(delta=-5.0, p_value=0.2), 0.2),
+                          (SimpleNamespace(delta=+1.0, p_value=0.01), 1.0)):
         unconfirmed = row_verdict(base, worse, comparison=comparison)
-        assert unconfirmed.bleu_verdict.kind == "noise"
+        assert unconfirmed.p_values[1] == p and unconfirmed.bleu_verdict.kind == "noise"
         assert unconfirmed.ppl_verdict.kind == "measured"
-        assert "paired test" in str(unconfirmed.bleu_verdict)
+        assert str(unconfirmed.bleu_verdict) == f"not measured (p = {p:.2f})"
+    # A verdict reads the adjusted p, not the raw one.
+    held = row_verdict(base, worse, comparison=real, adjusted=(0.06, 0.01))
+    assert held.ppl_verdict.kind == "noise" and held.bleu_verdict.kind == "measured"
     # The paper saw "no change" for (E); a measured change of ours is new; noise is noise.
     better = row_verdict(base, _runs("pos", [8.0, 8.1, 7.9], [20.1, 19.6, 20.3]),
                          paper_row="(E) learned positions")
     assert str(better.ppl_verdict) == "helps; paper: none" and better.ppl_verdict.kind == "new"
-    assert better.bleu_verdict.kind == "noise" and "seeds: p = " in str(better.bleu_verdict)
+    assert better.bleu_verdict.kind == "noise" and "p = " in str(better.bleu_verdict)
     against = row_verdict(base, _runs("drop", [8.0, 8.1, 7.9], [25.0, 25.2, 24.9]),
                           paper_row="(D) P_drop=0.0")
     assert str(against.ppl_verdict) == str(against.bleu_verdict) == "disagrees (helps)"
@@ -328,6 +444,36 @@ def test_row_verdict_follows_the_tests_and_the_papers_direction():
         row_verdict(base, worse, paper_row="(C) N=8")
     with pytest.raises(BookError, match="variant: expected a VariantRuns"):
         row_verdict(base, [worse])
+    with pytest.raises(BookError, match="adjusted: expected two p-values"):
+        row_verdict(base, worse, adjusted=(0.01,))
+
+
+def test_ablation_verdicts_correct_over_the_whole_family():
+    base = _runs("base", [10.0, 10.2, 9.8], [20.0, 20.5, 19.5])
+    variants = [_runs("clear", [14.0, 14.1, 13.9], [15.0, 15.2, 14.9]),
+                _runs("edge", [10.5, 10.9, 10.6], [19.0, 19.9, 19.3]),
+                _runs("none", [10.1, 9.9, 10.3], [20.1, 20.4, 19.6])]
+    sentences = [SimpleNamespace(delta=-5.0, p_value=0.001), None,
+                 SimpleNamespace(delta=0.2, p_value=0.6)]
+    verdicts = ablation_verdicts(base, variants, comparisons=sentences,
+                                 paper_rows=["(A) h=1, d_k=d_v=512", None, None])
+    alone = [row_verdict(base, v, comparison=c) for v, c in zip(variants, sentences,
+                                                                 strict=True)]
+    raw = [p for row in alone for p in row.p_values]
+    assert [p for v in verdicts for p in v.adjusted] == pytest.approx(holm_bonferroni(raw))
+    assert [v.p_values for v in verdicts] == [v.p_values for v in alone]
+    edge = verdicts[1]
+    assert edge.p_values[0] < 0.05 <= edge.adjusted[0], "significant alone, not in the family"
+    assert alone[1].ppl_verdict.kind == "measured" and edge.ppl_verdict.kind == "noise"
+    assert verdicts[0].ppl_verdict.kind == verdicts[0].bleu_verdict.kind == "agrees"
+    for v in verdicts:
+        for metric, verdict, p in (("ppl", v.ppl_verdict, v.adjusted[0]),
+                                   ("BLEU", v.bleu_verdict, v.adjusted[1])):
+            assert (verdict.kind == "noise") == (p >= 0.05), f"{v.name} {metric}"
+    with pytest.raises(BookError, match=r"comparisons: expected one per variant \(3\)"):
+        ablation_verdicts(base, variants, comparisons=[None])
+    with pytest.raises(BookError, match="variants: expected a non-empty list"):
+        ablation_verdicts(base, [])
 
 
 def test_verdict_summary_groups_rows_by_verdict():
@@ -342,34 +488,34 @@ def test_verdict_summary_groups_rows_by_verdict():
     assert "Measured, in the paper's direction: h=1 (perplexity)." in text
     assert "Measured, against the paper's direction: no dropout (perplexity, BLEU)." in text
     assert "Not measured" in text and "h=1 (BLEU)" in text
-    assert text.endswith("In all, 1 of 4 comparisons are measured changes in the paper's "
-                         "direction.")
+    assert text.endswith("In all, 3 of 4 comparisons are measured changes, 1 of them in the "
+                         "paper's direction.")
     with pytest.raises(BookError, match="verdicts: expected a non-empty list"):
         verdict_summary([])
 
 
 def test_verdict_rows_show_each_metrics_tests_and_verdicts():
     base = _runs("base", [10.0, 10.2, 9.8], [20.0, 20.5, 19.5])
-    paired = SimpleNamespace(significant=True, delta=-5.0, p_value=0.001,
-                             interval=(-6.25, -3.5))
-    verdicts = [
-        row_verdict(base, _runs("h=1", [12.0, 12.3, 11.9], [15.0, 15.5, 14.8]),
-                    comparison=paired, paper_row="(A) h=1, d_k=d_v=512"),
-        row_verdict(base, _runs("pos", [8.0, 8.1, 7.9], [20.1, 19.6, 20.3])),
-    ]
+    paired = SimpleNamespace(delta=-5.0, p_value=0.001, interval=(-6.25, -3.5))
+    verdicts = ablation_verdicts(
+        base, [_runs("h=1", [12.0, 12.3, 11.9], [15.0, 15.5, 14.8]),
+               _runs("pos", [8.0, 8.1, 7.9], [20.1, 19.6, 20.3])],
+        comparisons=[paired, None], paper_rows=["(A) h=1, d_k=d_v=512", None])
     ppl = Table(*verdict_rows(verdicts, "perplexity"), caption="validation")
-    assert ppl.columns == ["variant", "Δppl (%)", "95% CI", "Welch p", "verdict"]
+    assert ppl.columns == ["variant", "Δppl (%)", "95% CI", "Welch p", "adjusted p",
+                           "verdict"]
     low, high = verdicts[0].ppl.interval
     assert ppl.rows[0] == ["h=1", f"{verdicts[0].ppl.delta:+.1f}",
                            f"{low:+.1f} to {high:+.1f}", f"{verdicts[0].ppl.p_value:.3f}",
-                           "agrees (hurts)"]
+                           f"{verdicts[0].adjusted[0]:.3f}", "agrees (hurts)"]
     assert str(ppl).startswith("validation\nvariant") and "<table" in ppl._repr_html_()
     bleu = Table(*verdict_rows(verdicts, "BLEU"))
-    assert bleu.rows[0][4:] == ["-5.00", "-6.25 to -3.50", "0.001", "agrees (hurts)"]
-    assert bleu.rows[1][4:7] == ["–", "–", "–"], "no paired test: no paired columns"
+    assert bleu.rows[0][4:] == ["-6.25 to -3.50", "0.001", f"{verdicts[0].adjusted[1]:.3f}",
+                                "agrees (hurts)"]
+    assert bleu.rows[1][4:6] == ["–", "–"], "no sentence test: no sentence columns"
     assert max(len(line) for line in str(ppl).splitlines()) <= 88
     single = row_verdict(_runs("base", [10.0], [20.0]), _runs("x", [11.0], [19.0]))
-    assert verdict_rows([single], "perplexity")[1][0][2:4] == [None, None]
+    assert verdict_rows([single], "perplexity")[1][0][2:5] == [None, None, None]
     with pytest.raises(BookError, match="metric: expected one of"):
         verdict_rows(verdicts, "chrF")
     with pytest.raises(BookError, match="verdicts: expected a non-empty list"):
@@ -377,17 +523,48 @@ def test_verdict_rows_show_each_metrics_tests_and_verdicts():
 
 
 @pytest.mark.slow
-def test_verdicts_take_sacrebleus_paired_comparison(tiny_data):
-    significance = pytest.importorskip("transformer_book.inference.significance")
+def test_run_ablation_reads_finished_runs_from_its_cache(tiny_data, tmp_path, monkeypatch):
+    settings = dict(steps=2, seeds=(0, 1), max_tokens=64, warmup_steps=2, bleu_sentences=3,
+                    device="cpu")
+    variants = {"base": {}, "h=1": {"num_heads": 1}}
+    config = _config(tiny_data)
+    trained = run_ablation(variants, config, tiny_data, cache=tmp_path, **settings)
+    assert len(list(tmp_path.glob("run-*.json"))) == 4
+
+    def no_training(*args, **kwargs):
+        raise AssertionError("trained a run the cache holds")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(ablation, "train_variant", no_training)
+        again = run_ablation({"renamed": {}, "h=1": {"num_heads": 1}}, config, tiny_data,
+                             cache=tmp_path, **settings)
+        with pytest.raises(AssertionError, match="cache holds"):  # another step count
+            run_ablation(variants, config, tiny_data, cache=tmp_path, **{**settings,
+                                                                         "steps": 3})
+    assert again["renamed"].run(1) == dataclasses.replace(trained["base"].run(1),
+                                                          name="renamed")
+    assert again["h=1"].runs == trained["h=1"].runs
+    key = ablation.run_key(config, tiny_data, steps=2, seed=0, max_tokens=64, device="cpu")
+    assert key != ablation.run_key(config, tiny_data, steps=2, seed=1, max_tokens=64,
+                                   device="cpu")
+    assert key != ablation.run_key(config.replace(dropout=0.3), tiny_data, steps=2, seed=0,
+                                   max_tokens=64, device="cpu")
+    with pytest.raises(BookError, match="cache: expected a folder"):
+        run_ablation(variants, config, tiny_data, cache=3, **settings)
+
+
+@pytest.mark.slow
+def test_verdicts_take_the_sentence_test_of_trained_seed_pairs(tiny_data):
     runs = run_ablation({"base": {}, "eps=0.3": {"label_smoothing": 0.3}}, _config(tiny_data),
                         tiny_data, steps=2, seeds=(0, 1), max_tokens=64, warmup_steps=2,
                         bleu_sentences=len(tiny_data.val_src), device="cpu")
     base, variant = runs["base"], runs["eps=0.3"]
     refs = tiny_data.val_references[:len(base.run(0).translations)]
-    comparison = significance.compare_systems(
-        base.run(0).translations, variant.run(0).translations, refs, names=("base", "eps=0.3"),
-        resamples=100)
-    verdict = row_verdict(base, variant, comparison=comparison, paper_row="(D) ε_ls=0.2")
-    assert verdict.comparison is comparison
+    test = seed_paired_bleu([r.translations for r in base.runs],
+                            [r.translations for r in variant.runs], refs, resamples=100)
+    assert test.delta == pytest.approx(mean_sd(variant.bleu)[0] - mean_sd(base.bleu)[0])
+    (verdict,) = ablation_verdicts(base, [variant], comparisons=[test],
+                                   paper_rows=["(D) ε_ls=0.2"])
+    assert verdict.comparison is test
     assert verdict.bleu_verdict.kind in {"agrees", "disagrees", "new", "noise"}
     assert verdict.ppl.n_base == verdict.ppl.n_variant == 2

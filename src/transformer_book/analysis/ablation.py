@@ -18,6 +18,10 @@ pieces: the token-budget sampler, the training step
 :func:`~transformer_book.inference.evaluation.evaluate`). Full training runs (checkpoints,
 resume, AMP, DDP) are :func:`transformer_book.train.loop.train`.
 
+With ``cache=`` a folder, each finished run is kept there as JSON (:func:`run_key` names
+it after everything the run depends on), so executing the experiment again reads the runs
+instead of training them.
+
 Row (B) of Table 3 shrinks the key size d_k while h and d_v stay fixed:
 :func:`~transformer_book.analysis.keysize.restrict_key_size` (re-exported here) imposes it
 on a built model.
@@ -25,9 +29,14 @@ on a built model.
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
+import json
+import math
 import tempfile
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, NamedTuple
 
 import torch
@@ -49,6 +58,7 @@ from transformer_book.train.objective import make_optimizer
 from transformer_book.train.step import NonFiniteLossError, Trainer, train_step
 from transformer_book.train.validate import greedy_bleu, validation_loss
 from transformer_book.util.env import get_device, set_seed
+from transformer_book.util.files import atomic_write_json
 from transformer_book.util.timing import Stopwatch
 from transformer_book.util.validation import (
     bad_input,
@@ -71,6 +81,7 @@ __all__ = [
     "restrict_key_size",
     "results_by_name",
     "run_ablation",
+    "run_key",
     "train_variant",
 ]
 
@@ -317,6 +328,35 @@ def _steps(sampler: TokenBudgetSampler, steps: int) -> Iterator[tuple[int, list[
         epoch += 1
 
 
+def run_key(config: TransformerConfig, data: PreparedData, *, steps: int, seed: int,
+            d_k: int | None = None, **train_kwargs: Any) -> str:
+    """16 hex digits of SHA-256 over everything one :func:`train_variant` run depends on:
+    the model's config, the token ids of the training and validation pairs, the
+    validation references, ``steps``, ``seed``, ``d_k`` and the other training settings
+    (``device`` by its kind only: "cpu", "cuda"). The code is not in it: after changing
+    the training code, empty the cache folder."""
+    settings = dict(train_kwargs)
+    device = settings.pop("device", None)
+    settings["device"] = (get_device() if device is None else torch.device(device)).type
+    payload = {"config": config.to_dict(), "steps": steps, "seed": seed, "d_k": d_k,
+               "train": settings, "data": [data.train_src, data.train_tgt, data.val_src,
+                                           data.val_tgt, data.val_references]}
+    text = json.dumps(payload, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+
+
+def _cached(path: Path, key: str) -> AblationResult | None:
+    """The run stored at ``path`` under ``key``, or None."""
+    if not path.is_file():
+        return None
+    stored = json.loads(path.read_text(encoding="utf-8"))
+    if stored.get("key") != key:
+        return None
+    result = stored["result"]
+    return AblationResult(**{**result, "bleu": math.nan if result["bleu"] is None
+                             else result["bleu"]})
+
+
 def run_ablation(
     variants: Mapping[str, Mapping[str, Any]],
     base: TransformerConfig,
@@ -325,6 +365,7 @@ def run_ablation(
     steps: int,
     seeds: Sequence[int] = (0,),
     progress: bool = False,
+    cache: str | Path | None = None,
     **train_kwargs: Any,
 ) -> dict[str, VariantRuns]:
     """Train every variant of ``base`` once per seed (Section 6.2, Table 3).
@@ -335,13 +376,17 @@ def run_ablation(
     instead of ``seeds``). An empty dict is the baseline. Run ``s`` of every variant starts
     from ``set_seed(s)`` and sees the same batches in the same order, so runs with equal
     seeds are paired. ``train_kwargs`` go to :func:`train_variant` (``max_tokens``,
-    ``warmup_steps``, ``lr_factor``, ``bleu_sentences``, ``device`` ...).
+    ``warmup_steps``, ``lr_factor``, ``bleu_sentences``, ``device`` ...). ``cache``: a
+    folder; a run found there under its :func:`run_key` is read instead of trained, and
+    every run trained is written there (``run-<key>.json``).
 
     Returns ``name -> VariantRuns`` in the order of ``variants``. Every override is checked
     before the first run starts.
     """
     require(isinstance(variants, Mapping) and len(variants) > 0, "variants",
             "a non-empty dict of name -> overrides", repr(variants))
+    require(cache is None or isinstance(cache, (str, Path)), "cache",
+            "a folder (str or Path) or None", type(cache).__name__)
     plans = []
     for name, overrides in variants.items():
         require(isinstance(overrides, Mapping), f"variants[{name!r}]", "a dict of overrides",
@@ -355,12 +400,26 @@ def run_ablation(
     for name, overrides, config, own in plans:
         runs = []
         for seed in own:
-            result = train_variant(config, data, steps=steps, seed=seed,
-                                   d_k=overrides.get("d_k"), name=name, overrides=overrides,
-                                   **train_kwargs)
+            d_k = overrides.get("d_k")
+            result, path, key = None, None, ""
+            if cache is not None:
+                key = run_key(config, data, steps=steps, seed=seed, d_k=d_k, **train_kwargs)
+                path = Path(cache) / f"run-{key}.json"
+                result = _cached(path, key)
+            found = result is not None
+            if result is None:
+                result = train_variant(config, data, steps=steps, seed=seed, d_k=d_k,
+                                       name=name, overrides=overrides, **train_kwargs)
+                if path is not None:
+                    path.parent.mkdir(parents=True, exist_ok=True)
+                    stored = dataclasses.asdict(result)  # JSON has no NaN: no BLEU is null
+                    stored["bleu"] = None if math.isnan(result.bleu) else result.bleu
+                    atomic_write_json(path, {"key": key, "result": stored})
+            result = dataclasses.replace(result, name=name, overrides=dict(overrides))
             if progress:
                 print(f"{name:>24}, seed {seed}: val ppl {result.val_ppl:6.2f}, "
-                      f"BLEU {result.bleu:5.2f} ({result.seconds:.0f} s)", flush=True)
+                      f"BLEU {result.bleu:5.2f} ({result.seconds:.0f} s"
+                      f"{', cached' if found else ''})", flush=True)
             runs.append(result)
         out[name] = VariantRuns(name, overrides, runs)
     return out

@@ -7,18 +7,25 @@ its own test:
   batch order). :func:`seed_change` compares the seeds of a variant with the seeds of the
   baseline: Δ = mean(variant) − mean(baseline), its standard error
   SE(Δ) = √(s_v²/n_v + s_b²/n_b) (s the standard deviation over seeds), and Welch's t-test
-  (unequal variances, Welch-Satterthwaite degrees of freedom). A change is *measured* when
-  the test gives p < 0.05, i.e. when the 95% interval Δ ± t·SE excludes zero. With three
-  seeds a side that takes |Δ| larger than about 2.8 to 4.3 standard errors, not 2: the
-  spread of three runs is itself uncertain, and Student's t pays for that.
-- **Sentence noise.** Other validation sentences would give another BLEU. sacreBLEU's
-  paired bootstrap test (:func:`transformer_book.inference.significance.compare_systems`)
-  resamples the sentences of two trained systems' translations of the same sources.
+  (unequal variances, Welch-Satterthwaite degrees of freedom). With three seeds a side the
+  95% interval Δ ± t·SE takes t of about 2.8 to 4.3, not 2: the spread of three runs is
+  itself uncertain, and Student's t pays for that.
+- **Sentence noise.** Other validation sentences would give another BLEU.
+  :func:`seed_paired_bleu` resamples the sentences once for every pair of runs trained with
+  the same seed (variant seed s against baseline seed s) and averages the pairs' BLEU
+  differences on each resample: a paired bootstrap (Koehn, 2004) of the very Δ the seeds'
+  test is about, with one sentence's translations by all the runs kept together. With one
+  pair it is sacreBLEU's paired bootstrap test
+  (:func:`transformer_book.inference.significance.compare_systems`).
 
-:func:`row_verdict` combines them with the direction the paper measured (Table 3): a
-perplexity change counts when the seeds' test says so, a BLEU change when the seeds' test
-and the paired test (same sign) both do. :func:`verdict_rows` lays out one metric's tests and
-verdicts, a row per variant; :func:`verdict_summary` writes the paragraph.
+A BLEU change must pass both tests, so its p-value is the larger of the two (an
+intersection-union test: it errs no more often than either test alone). The rows of an
+ablation are many tests at once: :func:`holm_bonferroni` adjusts their p-values so that the
+chance of *any* false "measured" in the whole family stays below the level (Holm, 1979).
+:func:`ablation_verdicts` runs the tests of every row, adjusts over the family (both metrics
+of every row) and gives each row its verdicts, with the direction the paper measured
+(Table 3); :func:`verdict_rows` lays out one metric's tests and verdicts, a row per variant;
+:func:`verdict_summary` writes the paragraph.
 """
 
 from __future__ import annotations
@@ -28,19 +35,39 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from transformer_book.analysis.ablation import PAPER_TABLE3, VariantRuns, relative_change
-from transformer_book.util.validation import bad_input, require, require_number
+from transformer_book.inference.scoring import check_texts
+from transformer_book.inference.significance import (
+    _bleu_statistics,
+    _draws,
+    _percentiles,
+    _resampled_scores,
+    _score,
+)
+from transformer_book.util.validation import (
+    bad_input,
+    is_real,
+    require,
+    require_int,
+    require_number,
+)
 
 __all__ = [
     "SEED_TEST_LEVEL",
     "VERDICT_METRICS",
     "RowVerdict",
     "SeedChange",
+    "SeedPairedBleu",
     "Verdict",
+    "ablation_verdicts",
+    "holm_bonferroni",
     "mean_sd",
     "paper_change",
     "row_verdict",
     "seed_change",
+    "seed_paired_bleu",
     "t_critical",
     "t_two_sided_p",
     "verdict_rows",
@@ -180,6 +207,109 @@ def seed_change(base: Sequence[float], variant: Sequence[float], *,
     return SeedChange(delta, se, df, p, (delta - half, delta + half), n_b, n_v, relative)
 
 
+# ------------------------------------------------------------- the family of tests
+
+
+def holm_bonferroni(p_values: Sequence[float]) -> list[float]:
+    """Holm's step-down adjusted p-values (Holm, 1979), in the order given.
+
+    Sort the m p-values, p_(1) <= ... <= p_(m); the i-th is adjusted to
+    max over j <= i of min(1, (m − j + 1) · p_(j)). Calling "measured" every test whose
+    adjusted p is below α keeps the chance of one or more false "measured" in the family at
+    most α, whatever the dependence between the tests, and never rejects less than
+    Bonferroni's min(1, m · p) does. NaN (a test that could not run, e.g. one seed) stays
+    NaN and does not count in m.
+    """
+    require(isinstance(p_values, Sequence) and not isinstance(p_values, str), "p_values",
+            "a sequence of p-values in [0, 1] (or NaN)", repr(p_values))
+    for p in p_values:
+        require(is_real(p) and (math.isnan(p) or 0.0 <= p <= 1.0), "p_values",
+                "p-values in [0, 1] (or NaN)", repr(p))
+    order = sorted((i for i, p in enumerate(p_values) if not math.isnan(p)),
+                   key=lambda i: p_values[i])
+    adjusted = [math.nan] * len(p_values)
+    running = 0.0
+    for rank, i in enumerate(order):
+        running = max(running, min(1.0, (len(order) - rank) * float(p_values[i])))
+        adjusted[i] = running
+    return adjusted
+
+
+@dataclass(frozen=True)
+class SeedPairedBleu:
+    """The paired bootstrap over sentences of the mean BLEU difference of seed pairs.
+
+    ``delta``: the mean over pairs of BLEU(variant, seed s) − BLEU(baseline, seed s), each on
+    all the sentences (with the same seeds on both sides, the seeds' Δ); ``pair_deltas``
+    lists them. ``interval``: its 95% percentile bootstrap interval; ``p_value``: the
+    bootstrap test of "no difference" (sacreBLEU's, with one pair).
+    """
+
+    delta: float
+    pair_deltas: tuple[float, ...]
+    interval: tuple[float, float]
+    p_value: float
+    resamples: int
+    seed: int
+
+    @property
+    def significant(self) -> bool:
+        return self.p_value < SEED_TEST_LEVEL
+
+    def __str__(self) -> str:
+        low, high = self.interval
+        return (f"{self.delta:+.2f} BLEU over {len(self.pair_deltas)} seed pair(s) "
+                f"[95% CI {low:+.2f}, {high:+.2f}], p = {self.p_value:.3f}")
+
+
+def seed_paired_bleu(base_translations: Sequence[Sequence[str]],
+                     variant_translations: Sequence[Sequence[str]],
+                     references: Sequence[str], *, resamples: int = 1000,
+                     seed: int = 12345) -> SeedPairedBleu:
+    """Test the mean BLEU difference of seed pairs against the noise of the sentences.
+
+    ``base_translations[k]`` and ``variant_translations[k]``: the two runs trained with the
+    k-th seed, each a translation per reference. Each of ``resamples`` resamples draws N
+    sentence indices with replacement (the same draws as
+    :func:`~transformer_book.inference.significance.compare_systems` with this ``seed``),
+    scores every run on them and averages the pairs' differences. A sentence's translations
+    by all the runs move together, so the pairs are not counted as independent samples;
+    the spread of the seeds is not in this test (it is :func:`seed_change`'s). The p-value
+    is sacreBLEU's paired bootstrap statistic applied to the mean: how often a resampled
+    |Δ*|, shifted by the mean of the |Δ*|, exceeds the observed |Δ|, (count + 1) /
+    (resamples + 1). With one pair, the interval and p-value are ``compare_systems``'.
+    """
+    references = check_texts(references, "references")
+    require(isinstance(base_translations, Sequence) and len(base_translations) > 0
+            and len(base_translations) == len(variant_translations), "variant_translations",
+            f"one list of translations per seed pair, as many as base_translations "
+            f"({len(base_translations)})", len(variant_translations))
+    require_int(resamples, "resamples", minimum=100)
+    require_int(seed, "seed", minimum=1)
+    draws = _draws(len(references), resamples, seed)
+    deltas, resampled = [], np.zeros(resamples)
+    for k, pair in enumerate(zip(base_translations, variant_translations, strict=True)):
+        sides = []
+        for hypotheses, side in zip(pair, ("base_translations", "variant_translations"),
+                                    strict=True):
+            texts = check_texts(hypotheses, f"{side}[{k}]")
+            require(len(texts) == len(references), f"{side}[{k}]",
+                    f"{len(references)} translations (one per reference)", len(texts))
+            stats = _bleu_statistics(texts, references)
+            sides.append((_score("bleu", stats.sum(0)), _resampled_scores("bleu", stats, draws)))
+        (base_score, base_resampled), (variant_score, variant_resampled) = sides
+        deltas.append(float(variant_score - base_score))
+        resampled += variant_resampled - base_resampled
+    resampled /= len(deltas)
+    delta = math.fsum(deltas) / len(deltas)
+    if not resampled.any() and delta == 0.0:  # identical translations: no difference at all
+        return SeedPairedBleu(delta, tuple(deltas), (0.0, 0.0), 1.0, resamples, seed)
+    shifted = np.abs(resampled) - np.abs(resampled).mean()
+    p_value = (int(np.sum(shifted > abs(delta))) + 1) / (resamples + 1)
+    return SeedPairedBleu(delta, tuple(deltas), _percentiles(resampled, 0.95), p_value,
+                          resamples, seed)
+
+
 # --------------------------------------------------------------------- verdicts
 
 
@@ -196,15 +326,13 @@ class Verdict:
         return self.text
 
 
-def _verdict(change: SeedChange, paper: float | None, precision: float, worse_is_positive: bool,
-             comparison: Any = None) -> Verdict:
+def _verdict(change: SeedChange, p_value: float, paper: float | None, precision: float,
+             worse_is_positive: bool) -> Verdict:
+    """The verdict of a change whose test gave ``p_value`` (adjusted for its family)."""
     if not change.tested:
         return Verdict("untested", "one seed: not tested")
-    if not change.measured:
-        return Verdict("noise", f"not measured (seeds: p = {change.p_value:.2f})")
-    if comparison is not None and not (comparison.significant
-                                       and comparison.delta * change.delta > 0):
-        return Verdict("noise", f"not confirmed (paired test: p = {comparison.p_value:.2f})")
+    if not p_value < SEED_TEST_LEVEL:
+        return Verdict("noise", f"not measured (p = {p_value:.2f})")
     effect = "hurts" if (change.delta > 0) == worse_is_positive else "helps"
     if paper is None:
         return Verdict("measured", effect)
@@ -224,28 +352,47 @@ def paper_change(row: str) -> tuple[float, float]:
 
 @dataclass(frozen=True)
 class RowVerdict:
-    """One row: the seeds' changes, the paired BLEU comparison and the two verdicts."""
+    """One row: the seeds' changes, the sentence test of BLEU, the p-values and verdicts.
+
+    ``p_values``: (perplexity, BLEU) before the family's correction: Welch's p for
+    perplexity; for BLEU the larger of Welch's and the sentence test's (1 when the sentence
+    test's difference has the other sign). ``adjusted``: the p-values the verdicts rest on
+    (Holm-adjusted over the family in :func:`ablation_verdicts`; equal to ``p_values`` for a
+    row judged alone).
+    """
 
     name: str
     ppl: SeedChange  # relative, %
     bleu: SeedChange  # points
-    comparison: Any  # a significance.Comparison of BLEU (baseline vs variant), or None
+    comparison: Any  # the sentence test of BLEU (SeedPairedBleu or Comparison), or None
     paper: tuple[float, float] | None  # Table 3's changes (ppl %, BLEU), or None
+    p_values: tuple[float, float]
+    adjusted: tuple[float, float]
     ppl_verdict: Verdict
     bleu_verdict: Verdict
 
 
-def row_verdict(base: VariantRuns, variant: VariantRuns, *, comparison: Any = None,
-                paper_row: str | None = None, precision: tuple[float, float] = (0.2, 0.1)
-                ) -> RowVerdict:
-    """The verdicts of one row of the ablation.
+def _bleu_p(change: SeedChange, comparison: Any) -> float:
+    """Both tests must say so, in the same direction: the larger p, or 1."""
+    if comparison is None or not change.tested:
+        return change.p_value
+    if comparison.delta * change.delta <= 0:
+        return 1.0
+    return max(change.p_value, float(comparison.p_value))
 
-    ``comparison``: the paired test of BLEU between the baseline's and the variant's
-    translations of the same sentences (a
-    :class:`~transformer_book.inference.significance.Comparison`, anything with
-    ``significant``, ``delta`` and ``p_value``); without it BLEU rests on the seeds alone.
-    ``paper_row``: the matching row of Table 3; ``precision``: the smallest change the paper
-    can print (% perplexity, BLEU points), below which it saw "no change".
+
+def row_verdict(base: VariantRuns, variant: VariantRuns, *, comparison: Any = None,
+                paper_row: str | None = None, precision: tuple[float, float] = (0.2, 0.1),
+                adjusted: tuple[float, float] | None = None) -> RowVerdict:
+    """The tests and verdicts of one row of the ablation.
+
+    ``comparison``: the sentence test of BLEU between the baseline's and the variant's
+    translations of the same sentences (:func:`seed_paired_bleu`'s, or anything with
+    ``delta`` and ``p_value``); without it BLEU rests on the seeds alone. ``paper_row``:
+    the matching row of Table 3; ``precision``: the smallest change the paper can print
+    (% perplexity, BLEU points), below which it saw "no change". ``adjusted``: the
+    (perplexity, BLEU) p-values corrected for the family of tests this row belongs to
+    (:func:`ablation_verdicts` passes them); without them the row is judged alone.
     """
     for value, argument in ((base, "base"), (variant, "variant")):
         require(isinstance(value, VariantRuns), argument, "a VariantRuns (run_ablation's)",
@@ -254,18 +401,51 @@ def row_verdict(base: VariantRuns, variant: VariantRuns, *, comparison: Any = No
     paper_ppl, paper_bleu = paper if paper is not None else (None, None)
     ppl = seed_change(base.val_ppl, variant.val_ppl, relative=True)
     bleu = seed_change(base.bleu, variant.bleu)
+    p_values = (ppl.p_value, _bleu_p(bleu, comparison))
+    if adjusted is None:
+        adjusted = p_values
+    require(isinstance(adjusted, tuple) and len(adjusted) == 2, "adjusted",
+            "two p-values (perplexity, BLEU)", repr(adjusted))
     return RowVerdict(
-        variant.name, ppl, bleu, comparison, paper,
-        _verdict(ppl, paper_ppl, precision[0], worse_is_positive=True),
-        _verdict(bleu, paper_bleu, precision[1], worse_is_positive=False, comparison=comparison))
+        variant.name, ppl, bleu, comparison, paper, p_values, adjusted,
+        _verdict(ppl, adjusted[0], paper_ppl, precision[0], worse_is_positive=True),
+        _verdict(bleu, adjusted[1], paper_bleu, precision[1], worse_is_positive=False))
+
+
+def ablation_verdicts(base: VariantRuns, variants: Sequence[VariantRuns], *,
+                      comparisons: Sequence[Any] | None = None,
+                      paper_rows: Sequence[str | None] | None = None,
+                      precision: tuple[float, float] = (0.2, 0.1)) -> list[RowVerdict]:
+    """Every row's tests, corrected together, and the verdicts that follow.
+
+    The family is every test the rows report: perplexity and BLEU of each variant, 2 · n
+    p-values (a row's BLEU already combines its two tests). :func:`holm_bonferroni`
+    adjusts them over the family, and each verdict reads its adjusted p. ``comparisons``
+    and ``paper_rows``: one per variant (None where there is none), as in
+    :func:`row_verdict`.
+    """
+    require(isinstance(variants, Sequence) and len(variants) > 0, "variants",
+            "a non-empty list of VariantRuns", repr(variants))
+    comparisons = [None] * len(variants) if comparisons is None else list(comparisons)
+    paper_rows = [None] * len(variants) if paper_rows is None else list(paper_rows)
+    for given, argument in ((comparisons, "comparisons"), (paper_rows, "paper_rows")):
+        require(len(given) == len(variants), argument,
+                f"one per variant ({len(variants)})", len(given))
+    alone = [row_verdict(base, v, comparison=c, paper_row=r, precision=precision)
+             for v, c, r in zip(variants, comparisons, paper_rows, strict=True)]
+    adjusted = holm_bonferroni([p for row in alone for p in row.p_values])
+    return [row_verdict(base, v, comparison=c, paper_row=r, precision=precision,
+                        adjusted=(adjusted[2 * k], adjusted[2 * k + 1]))
+            for k, (v, c, r) in enumerate(zip(variants, comparisons, paper_rows,
+                                              strict=True))]
 
 
 _GROUPS = (("agrees", "Measured, in the paper's direction"),
            ("disagrees", "Measured, against the paper's direction"),
            ("new", "Measured where the paper saw no change"),
            ("measured", "Measured (no matching row in the paper)"),
-           ("noise", "Not measured: within the noise of the seeds, or not confirmed by the "
-                     "paired test on the sentences"),
+           ("noise", "Not measured (the adjusted p is 0.05 or more: within the noise of the "
+                     "seeds or of the sentences)"),
            ("untested", "Not tested (one seed)"))
 
 
@@ -283,10 +463,10 @@ def verdict_summary(verdicts: Sequence[RowVerdict]) -> str:
                 rows.append(f"{v.name} ({', '.join(metrics)})")
         if rows:
             lines.append(f"{heading}: {'; '.join(rows)}.")
-    agree = sum((v.ppl_verdict.kind == "agrees") + (v.bleu_verdict.kind == "agrees")
-                for v in verdicts)
-    lines.append(f"In all, {agree} of {2 * len(verdicts)} comparisons are measured changes "
-                 "in the paper's direction.")
+    kinds = [k for v in verdicts for k in (v.ppl_verdict.kind, v.bleu_verdict.kind)]
+    measured = sum(k in ("agrees", "disagrees", "new", "measured") for k in kinds)
+    lines.append(f"In all, {measured} of {len(kinds)} comparisons are measured changes, "
+                 f"{kinds.count('agrees')} of them in the paper's direction.")
     return "\n\n".join(lines)
 
 
@@ -301,8 +481,8 @@ def _interval(interval: Any, digits: int) -> str | None:
     return f"{low:+.{digits}f} to {high:+.{digits}f}"
 
 
-def _p(change: SeedChange) -> str | None:
-    return f"{change.p_value:.3f}" if change.tested else None
+def _p(p_value: float) -> str | None:
+    return None if math.isnan(p_value) else f"{p_value:.3f}"
 
 
 def verdict_rows(verdicts: Sequence[RowVerdict], metric: str
@@ -310,27 +490,28 @@ def verdict_rows(verdicts: Sequence[RowVerdict], metric: str
     """One metric's tests and verdicts as ``(columns, rows)``, ready for a table.
 
     A row per variant: the change of the mean over seeds (perplexity in % of the
-    baseline's), its 95% interval and Welch's p; for ``metric="BLEU"`` also the paired
-    test's BLEU difference, its 95% bootstrap interval and p (None where the verdict has no
-    comparison); then the verdict in words. ``metric``: ``"perplexity"`` or ``"BLEU"``.
-    Pass both to :class:`transformer_book.course.tables.Table` to show them.
+    baseline's), its 95% interval and Welch's p; for ``metric="BLEU"`` also the sentence
+    test's 95% bootstrap interval and p (None where the row has none); then the p-value
+    the verdict rests on (``adjusted``) and the verdict in words. ``metric``:
+    ``"perplexity"`` or ``"BLEU"``. Pass both to
+    :class:`transformer_book.course.tables.Table` to show them.
     """
     require(isinstance(verdicts, Sequence) and len(verdicts) > 0, "verdicts",
             "a non-empty list of RowVerdict", repr(verdicts))
     require(metric in VERDICT_METRICS, "metric", f"one of {VERDICT_METRICS}", repr(metric))
     if metric == "perplexity":
-        columns = ["variant", "Δppl (%)", "95% CI", "Welch p", "verdict"]
+        columns = ["variant", "Δppl (%)", "95% CI", "Welch p", "adjusted p", "verdict"]
         return columns, [[v.name, f"{v.ppl.delta:+.1f}", _interval(v.ppl.interval, 1),
-                          _p(v.ppl), str(v.ppl_verdict)] for v in verdicts]
-    columns = ["variant", "ΔBLEU", "95% CI", "Welch p", "paired Δ", "paired 95% CI",
-               "paired p", "verdict"]
+                          _p(v.ppl.p_value), _p(v.adjusted[0]), str(v.ppl_verdict)]
+                         for v in verdicts]
+    columns = ["variant", "ΔBLEU", "95% CI", "Welch p", "sentences 95% CI", "sentences p",
+               "adjusted p", "verdict"]
     rows = []
     for v in verdicts:
-        paired: list[str | None] = [None, None, None]
+        sentences: list[str | None] = [None, None]
         if v.comparison is not None:
-            paired = [f"{v.comparison.delta:+.2f}",
-                      _interval(getattr(v.comparison, "interval", None), 2),
-                      f"{v.comparison.p_value:.3f}"]
-        rows.append([v.name, f"{v.bleu.delta:+.1f}", _interval(v.bleu.interval, 1),
-                     _p(v.bleu), *paired, str(v.bleu_verdict)])
+            sentences = [_interval(getattr(v.comparison, "interval", None), 2),
+                         f"{v.comparison.p_value:.3f}"]
+        rows.append([v.name, f"{v.bleu.delta:+.2f}", _interval(v.bleu.interval, 1),
+                     _p(v.bleu.p_value), *sentences, _p(v.adjusted[1]), str(v.bleu_verdict)])
     return columns, rows
