@@ -51,11 +51,14 @@ def depends_on(attend, x):
     return torch.stack(rows)  # (L, L)
 
 
-def test_05_3_passes_autograd_and_names_the_leaks():
+def test_05_3_passes_autograd_and_keeps_the_prediction_to_the_learner():
+    """No spoiler: the verdict does not say which maskings leak (05.1's does not give the
+    weight over 40 keys either)."""
     result = run_check("05.3", depends_on)
     assert result.passed
-    assert ("A causal, B sees later positions, C sees the next position, D sees later positions"
-            in result.detail)
+    assert "causal" not in result.detail and "sees" not in result.detail
+    assert "40 keys" not in run_check("05.1", lambda w, n, d: d**0.5 * __import__(
+        "math").log(w * (n - 1) / (1 - w))).detail
 
 
 def test_05_3_fails_a_mask_read_off_the_code_and_a_transposed_answer():

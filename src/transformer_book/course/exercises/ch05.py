@@ -57,12 +57,11 @@ def check_strength_for(strength_for) -> str:
             raise ExerciseFailure(
                 f"for {what}, your strength {received:.6g} gives the matching key weight "
                 f"{got:.6f}, expected {weight:.6f} (strength {expected:.6g})")
-    at_4, at_64 = (float(strength_for(0.9, 40, d_k)) for d_k in (4, 64))
+    # What it implies for 40 keys answers the exercise's prediction: the chapter prints it
+    # behind a toggle, not here.
     return (
         f"on {len(cases)} cases (the chapter's 0.870, the paper's d_k = 64, {len(cases) - 3} "
-        "fresh weights, lengths and widths) your strength gives exactly the weight asked for. "
-        f"Over 40 keys the chapter's strength 6 gives only {_weight_of_match(6.0, 40, 4):.2f}; "
-        f"0.9 needs strength {at_4:.1f} at d_k = 4 and {at_64:.1f} at d_k = 64"
+        "fresh weights, lengths and widths) your strength gives exactly the weight asked for"
     )
 
 
@@ -135,15 +134,6 @@ def _true_dependence(attend, x: torch.Tensor) -> torch.Tensor:
     return jacobian.abs().amax(dim=(1, 3)) != 0  # (L, L)
 
 
-def _leaks(dependence: torch.Tensor) -> str:
-    """What a dependence matrix says: causal, or which later positions an output sees."""
-    future = dependence.triu(1)
-    if not future.any():
-        return "causal"
-    offsets = sorted({int(j - i) for i, j in future.nonzero().tolist()})
-    return "sees the next position" if offsets == [1] else "sees later positions"
-
-
 def _dependence_of(depends_on, attend, x: torch.Tensor, what: str) -> torch.Tensor:
     """The learner's dependence matrix for ``attend`` on ``x``, checked against autograd's."""
     received = attempt(depends_on, attend, x.clone(), what=what)
@@ -165,13 +155,10 @@ def check_depends_on(depends_on) -> str:
         for name, attend in _causal_candidates(d, generator).items():
             x = torch.randn(length, d, generator=generator, dtype=torch.float64)
             _dependence_of(depends_on, attend, x, f"masking {name} on x of shape {(length, d)}")
-    verdicts = []
-    for name, attend in _causal_candidates(4, generator).items():
-        if name != "no mask":
-            x = torch.randn(5, 4, generator=generator, dtype=torch.float64)
-            found = _dependence_of(depends_on, attend, x, f"masking {name} on 5 positions")
-            verdicts.append(f"{name} {_leaks(found)}")
+    # Which maskings leak is the exercise's prediction: the verdict does not say it (the
+    # learner prints depends_on's matrices, the solution explains them).
     return (
         "matched autograd's dependence of every output on every input for the four maskings "
-        f"and an unmasked attention on 3 fresh sizes; your function finds: {', '.join(verdicts)}"
+        "and an unmasked attention on 3 fresh sizes: print your function's matrix for each "
+        "masking to see which ones leak"
     )
