@@ -147,6 +147,7 @@ def test_evaluate_with_limit_and_averaging(run, capsys):
     record = _record(results, "evaluate-run")
     assert record["decoding"]["stop"] == "k_finished"
     assert record["split"] == "val", "the default split: the test set must be asked for"
+    capsys.readouterr()  # the evaluation's report and progress bar
     # argparse's complaint: one line, exit status 2
     assert main(["evaluate", "--checkpoint", str(run / "run"), "--stop", "early"]) == 2
     assert "invalid choice: 'early'" in _one_line(capsys)
@@ -638,3 +639,50 @@ def test_a_test_read_needs_a_plan_committed_before_training_and_happens_once(run
     assert len(kept.read_text(encoding="utf-8").splitlines()) == 5, "one line per sentence"
     assert main(argv) == 2
     assert "a plan reads its split once per system" in _one_line(capsys)
+
+
+# ----------------------------------------------------------------------------- progress
+
+
+def test_evaluate_and_translate_show_progress_on_stderr_unless_quiet(saved, tmp_path,
+                                                                     monkeypatch, capsys):
+    """A tqdm bar of the sentences decoded, on stderr; --quiet: none, and stdout (the report,
+    the translations) is the same either way."""
+    def evaluate(name: str, *options: str) -> tuple[str, str]:
+        """stdout without its record line, and stderr."""
+        assert main(["evaluate", "--checkpoint", str(saved), "--limit", "5", "--beam", "2",
+                     "--max-tokens", "32", "--results", str(tmp_path / name),
+                     "--hypotheses", str(tmp_path / f"{name}.txt"), *options]) == 0
+        out, err = capsys.readouterr()
+        assert f"record: {tmp_path / name}" in out
+        return "\n".join(line for line in out.splitlines() if "record:" not in line), err
+
+    out, err = evaluate("shown")
+    assert "translating: 100%" in err and "5/5" in err, err
+    assert "sentence/s" in err or "s/sentence" in err, err
+    assert evaluate("quiet", "--quiet") == (out, "")
+    assert "BLEU" in out and "translating" not in out
+    assert (tmp_path / "shown.txt").read_text() == (tmp_path / "quiet.txt").read_text()
+
+    lines = "Ein Hund.\nEine Frau singt.\n\nZwei Männer spielen Fußball.\n"
+    monkeypatch.setattr("sys.stdin", io.StringIO(lines))
+    assert main(["translate", "-", "--checkpoint", str(saved)]) == 0
+    shown = capsys.readouterr()
+    assert "translating: 100%" in shown.err and "3/3" in shown.err, "the non-blank lines"
+    monkeypatch.setattr("sys.stdin", io.StringIO(lines))
+    assert main(["translate", "-", "--checkpoint", str(saved), "--quiet"]) == 0
+    assert capsys.readouterr() == (shown.out, "")
+    assert len(shown.out.splitlines()) == 4, "one line per input line"
+
+
+def test_a_refusal_after_loading_is_one_line_with_no_bar(saved, tmp_path, capsys):
+    """What is checked once the model is loaded (the beam against the vocabulary, each
+    sentence's length) is still checked before the bar starts: the refusal comes alone."""
+    vocab = load_trained(saved).model_config.vocab_size
+    assert main(["evaluate", "--checkpoint", str(saved), "--limit", "2", "--beam",
+                 str(vocab + 1), "--results", str(tmp_path)]) == 2
+    captured = capsys.readouterr()
+    assert "translating" not in captured.err and captured.err.count("\n") == 1, captured.err
+    assert f"beam_size: expected an integer >= 1 and <= {vocab}" in captured.err
+    assert main(["translate", "Ein Hund.", "Fahrrad " * 300, "--checkpoint", str(saved)]) == 2
+    assert "sentences[1]: expected at most 256 BPE tokens" in _one_line(capsys)

@@ -6,6 +6,7 @@ evaluation every caller makes (its scores, interval, texts and decoding)."""
 from __future__ import annotations
 
 import importlib
+import sys
 
 import pytest
 import sacrebleu
@@ -27,6 +28,7 @@ from transformer_book.inference import (
 from transformer_book.inference.averaging import average_checkpoints
 from transformer_book.inference.scoring import CorpusScores, score_corpus
 from transformer_book.inference.trained import load_trained
+from transformer_book.inference.translate import _batches
 from transformer_book.nn.config import TransformerConfig
 from transformer_book.nn.transformer import Transformer
 from transformer_book.run.checkpoint import checkpoint_name, save_checkpoint
@@ -377,6 +379,8 @@ def test_evaluate_reads_a_split_in_the_run_languages(run_dir, multi30k_dir, fixe
      r"other_metrics: expected True or False"),
     (lambda t: evaluate(t, "Ein Satz.", ["A sentence."]),
      r"sources: expected a list of strings, received str"),
+    (lambda t: evaluate(t, SOURCES, REFERENCES, progress="yes"),
+     r"progress: expected True or False, received 'yes'"),
 ])
 def test_evaluate_refuses_bad_input_before_decoding(run_dir, fixed_hypotheses, call, match):
     with pytest.raises(BookError, match=match):
@@ -399,3 +403,55 @@ def test_training_greedy_bleu_is_evaluate_with_beam_one(run_dir):
     assert greedy.sources == SOURCES[:3], "the val sources come back exactly from their ids"
     assert greedy.hypotheses == expected.hypotheses and greedy.scores == expected.scores
     assert greedy.decoding.method == "greedy" and greedy.scores.chrf is None
+
+
+# ------------------------------------------------------------------ progress
+
+
+def test_progress_is_a_bar_of_the_sentences_and_changes_no_result(run_dir, capsys):
+    """progress=True: a tqdm bar on stderr counting the sentences of every batch, with its
+    rate; the translations, scores and intervals are those decoded without it, which
+    prints nothing at all (the default, as notebooks and tests need)."""
+    trained = load_trained(run_dir)
+    settings = {"beam_size": 2, "max_tokens": 16, "resamples": 100}
+    lengths = [len(ids) for ids in trained.tokenizer.encode_batch(SOURCES)]
+    assert len(_batches(lengths, 16)) > 1, "several batches: the bar adds up their sentences"
+    quiet = evaluate(trained, SOURCES, REFERENCES, **settings)
+    assert capsys.readouterr() == ("", ""), "no bar by default"
+    shown = evaluate(trained, SOURCES, REFERENCES, progress=True, **settings)
+    out, err = capsys.readouterr()
+    assert out == "", "the bar goes to stderr"
+    assert "translating: 100%" in err and f"{len(SOURCES)}/{len(SOURCES)}" in err, err
+    assert "sentence/s" in err or "s/sentence" in err, err
+    assert shown.hypotheses == quiet.hypotheses
+    assert shown.scores == quiet.scores
+    assert (shown.bleu_interval, shown.chrf_interval) == (quiet.bleu_interval,
+                                                          quiet.chrf_interval)
+    assert evaluate(trained, SOURCES, REFERENCES, progress=False, **settings).hypotheses == (
+        quiet.hypotheses)
+    assert capsys.readouterr().err == ""
+
+
+def test_a_refused_translation_shows_no_bar(run_dir, capsys):
+    """The arguments are checked before the bar starts: a refusal comes alone."""
+    trained = load_trained(run_dir)
+    with pytest.raises(BookError, match=r"progress: expected True or False, received 1"):
+        translate(trained, SOURCES, beam_size=1, progress=1)
+    vocab = trained.model_config.vocab_size
+    with pytest.raises(BookError, match=rf"beam_size: expected an integer >= 1 and <= {vocab}"):
+        translate(trained, SOURCES, beam_size=vocab + 1, progress=True)
+    with pytest.raises(BookError, match=r"sentences\[1\]: expected a non-empty sentence"):
+        translate(trained, ["Ein Hund.", " "], progress=True)
+    assert capsys.readouterr() == ("", "")
+
+
+def test_no_progress_does_not_import_tqdm_auto(run_dir, monkeypatch):
+    """Without a bar, tqdm.auto is not imported: in a notebook without ipywidgets its import
+    prints a warning into the cell that translates."""
+    for name in ("tqdm.auto", "tqdm.autonotebook"):
+        monkeypatch.delitem(sys.modules, name, raising=False)
+    trained = load_trained(run_dir)
+    evaluate(trained, SOURCES[:2], REFERENCES[:2], beam_size=1, resamples=None)
+    assert "tqdm.auto" not in sys.modules and "tqdm.autonotebook" not in sys.modules
+    evaluate(trained, SOURCES[:2], REFERENCES[:2], beam_size=1, resamples=None, progress=True)
+    assert "tqdm.auto" in sys.modules

@@ -181,7 +181,7 @@ def _cmd_translate(args: argparse.Namespace) -> int:
     beam = {"beam_size": args.beam, "alpha": args.alpha, "stop": args.stop or "exact"}
     strategy, settings = ("sample", sampling) if args.sample else ("beam", beam)
     lines = iter(translate(trained, [s for s in sentences if s], strategy, **settings,
-                           max_tokens=args.max_tokens,
+                           max_tokens=args.max_tokens, progress=not args.quiet,
                            # indices among the non-blank:
                            argument="sentences" if all(sentences) else "non-blank sentences"))
     for sentence in sentences:  # a line break in a translation would shift every line after
@@ -204,7 +204,8 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
         if plan is not None:
             _check_planned_before(plan, trained)
         evaluation = evaluate(trained, split=args.split, limit=args.limit, beam_size=args.beam,
-                              alpha=args.alpha, stop=args.stop, max_tokens=args.max_tokens)
+                              alpha=args.alpha, stop=args.stop, max_tokens=args.max_tokens,
+                              progress=not args.quiet)
         print(evaluation)
         if args.hypotheses is not None:
             atomic_write_text(args.hypotheses, "\n".join(evaluation.hypotheses) + "\n")
@@ -391,8 +392,8 @@ def _add_evaluate_parser(commands: Any) -> None:
 
 
 def _add_decoding_arguments(parser: argparse.ArgumentParser) -> None:
-    """``--checkpoint``, ``--beam``, ``--alpha``, ``--stop`` and ``--device``: what
-    ``translate`` and ``evaluate`` share."""
+    """``--checkpoint``, ``--beam``, ``--alpha``, ``--stop``, ``--device``,
+    ``--max-tokens`` and ``--quiet``: what ``translate`` and ``evaluate`` share."""
     from transformer_book.inference.beam import STOPPING_RULES
     from transformer_book.run.config import MAX_ALPHA
 
@@ -410,6 +411,8 @@ def _add_decoding_arguments(parser: argparse.ArgumentParser) -> None:
     add("--max-tokens", type=int, default=4096,
         help="source tokens decoded together at most (default 4096; lower it to use less "
         "memory)")
+    add("--quiet", action="store_true",
+        help="no progress bar (by default one on stderr counts the sentences decoded)")
 
 
 DEVICE_HELP = "cpu, cuda, cuda:N or mps (default: the best this machine has, cuda, mps, cpu)"

@@ -148,6 +148,7 @@ def evaluate(
     other_metrics: bool = True,
     resamples: int | None = BOOTSTRAP_RESAMPLES,
     seed: int = BOOTSTRAP_SEED,
+    progress: bool = False,
 ) -> Evaluation:
     """Translate, score with sacreBLEU and bootstrap: a model's :class:`Evaluation`.
 
@@ -166,11 +167,14 @@ def evaluate(
             cheap check during training.
         resamples: corpora of the bootstrap interval (>= 100), drawn with ``seed``;
             ``None``: no interval.
+        progress: show a tqdm bar of the sentences decoded, with its rate and time left (on
+            stderr outside a notebook; default off). It changes no result.
 
     Returns:
         An :class:`Evaluation`. An interval of chrF++ only comes with ``other_metrics``.
     """
     require_bool(other_metrics, "other_metrics")
+    require_bool(progress, "progress")
     if resamples is not None:
         require_int(resamples, "resamples", minimum=100)
     sources, references = _texts(trained, sources, references, split, limit)
@@ -180,7 +184,8 @@ def evaluate(
     argument = "sources" if split is None else f"{split} sentences"
     with Stopwatch() as decoding:
         hypotheses = translate(trained, sources, beam_size=beam_size, alpha=alpha,
-                               max_tokens=max_tokens, stop=stop, argument=argument)
+                               max_tokens=max_tokens, stop=stop, argument=argument,
+                               progress=progress)
     scores = score_corpus(hypotheses, references, other_metrics=other_metrics)
     bleu_interval = chrf_interval = None
     if resamples is not None:

@@ -32,6 +32,7 @@ from transformer_book.nn.transformer import Transformer
 from transformer_book.util.validation import (
     bad_input,
     require,
+    require_bool,
     require_int,
     require_number,
     require_one_of,
@@ -137,6 +138,7 @@ def translate_ids(
     max_len_b: int = 50,
     max_tokens: int = 4096,
     device: torch.device | str | None = None,
+    progress: bool = False,
 ) -> list[list[int]]:
     """Decode every source (lists of BPE ids), in the input order, without special tokens.
 
@@ -147,7 +149,9 @@ def translate_ids(
     in length-sorted batches of at most ``max_tokens`` source tokens; each translation has
     at most ``max_len_a · |x| + max_len_b`` tokens, ``|x|`` its own source's length. Every
     argument is checked before anything is decoded (the strategy's settings against the
-    model by its ``check``: a beam no wider than the vocabulary).
+    model by its ``check``: a beam no wider than the vocabulary). ``progress`` shows a tqdm
+    bar of the sentences decoded, with its rate and time left (on stderr outside a notebook),
+    once every argument has been checked; it changes nothing that is decoded.
     """
     require(isinstance(model, Transformer), "model", "a transformer_book Transformer",
             type(model).__name__)
@@ -160,18 +164,28 @@ def translate_ids(
     require_number(max_len_a, "max_len_a", minimum=0)
     require_int(max_len_b, "max_len_b", minimum=0)
     require_positive_int(max_tokens, "max_tokens")
+    require_bool(progress, "progress")
     device = _model_device(model, device)
     _check_sources(model, sources)
+    if progress:  # an optional display, imported once the arguments are checked
+        from tqdm.auto import tqdm  # a widget in a notebook, a line on stderr elsewhere
+    else:  # disabled below; tqdm.auto's import warns in a notebook without ipywidgets
+        from tqdm.std import tqdm
     outputs: list[list[int]] = [[] for _ in sources]
     specials = {config.pad_id, config.bos_id, config.eos_id}
-    for batch in _batches([len(s) for s in sources], max_tokens):
-        src = pad_sequences([list(sources[i]) for i in batch], config.pad_id).to(device)
-        hyps = strategy.search(model, src, max_len_a=max_len_a, max_len_b=max_len_b)
-        for i, hyp in zip(batch, hyps, strict=True):
-            ids = [int(t) for t in hyp]
-            if config.eos_id in ids:
-                ids = ids[: ids.index(config.eos_id)]
-            outputs[i] = [t for t in ids if t not in specials]
+    # Batches come shortest first: the early rate overstates the later ones, so the first
+    # estimates of the time left are low.
+    with tqdm(total=len(sources), desc="translating", unit="sentence", dynamic_ncols=True,
+              disable=not progress) as bar:
+        for batch in _batches([len(s) for s in sources], max_tokens):
+            src = pad_sequences([list(sources[i]) for i in batch], config.pad_id).to(device)
+            hyps = strategy.search(model, src, max_len_a=max_len_a, max_len_b=max_len_b)
+            for i, hyp in zip(batch, hyps, strict=True):
+                ids = [int(t) for t in hyp]
+                if config.eos_id in ids:
+                    ids = ids[: ids.index(config.eos_id)]
+                outputs[i] = [t for t in ids if t not in specials]
+            bar.update(len(batch))
     return outputs
 
 
@@ -186,6 +200,7 @@ def translate(
     *,
     max_tokens: int = 4096,
     argument: str = "sentences",
+    progress: bool = False,
     **settings: Any,
 ) -> list[str]:
     """Translate source sentences with a loaded model and the decoding strategy named
@@ -194,7 +209,8 @@ def translate(
     of one is greedy search), ``"greedy"``, ``"sample"`` (``temperature``, ``top_p``,
     ``seed``). Beam size and α default to the run config's ``[decode]`` section, as do the
     length limits (Section 6.1: beam 4, α = 0.6, length input + 50). ``argument`` names
-    ``sentences`` in error messages.
+    ``sentences`` in error messages; ``progress`` shows a bar of the sentences decoded
+    (:func:`translate_ids`).
     """
     require_one_of(strategy, "strategy", tuple(DECODING_STRATEGIES))
     dec = trained.run_config.decode
@@ -205,5 +221,5 @@ def translate(
     ids = encode_sources(trained.tokenizer, sentences, trained.model_config.max_len, argument)
     model = cast(Transformer, trained.model)  # translate_ids checks that it is one
     out = translate_ids(model, ids, chosen, max_len_a=dec.max_len_a,
-                        max_len_b=dec.max_len_b, max_tokens=max_tokens)
+                        max_len_b=dec.max_len_b, max_tokens=max_tokens, progress=progress)
     return [trained.tokenizer.decode(row) for row in out]
