@@ -11,13 +11,13 @@ Subcommands::
                            [--bleu-sentences 200] [--val-sentences K] [--quiet]
     transformer-book translate "Ein Mann fährt Fahrrad." --checkpoint runs/small [--beam 4]
                                [--alpha 0.6] [--stop exact|k_finished]
-    transformer-book translate - --checkpoint runs/small < sentences.txt
+    transformer-book translate - --checkpoint runs/small [--quiet] < sentences.txt
     transformer-book translate "Ein Hund." --checkpoint runs/small --sample
                                [--temperature 1.0] [--top-p 1.0] [--seed 0]
     transformer-book evaluate --checkpoint runs/small [--split val|test_2016_flickr]
                               [--select last|best-val|best-val-bleu] [--average 5]
                               [--beam 4] [--limit K] [--results results]
-                              [--stop exact|k_finished] [--max-tokens 4096]
+                              [--stop exact|k_finished] [--max-tokens 4096] [--quiet]
     transformer-book export --checkpoint runs/small --out DIR [--average 5]   # Hugging Face
 
 Errors in what was asked (bad config, empty input, corrupted checkpoints, a command line
