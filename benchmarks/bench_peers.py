@@ -270,9 +270,9 @@ def format_table(measured: dict[str, Any]) -> str:
     bf16 = measured["bf16"]
     if "bf16" not in measured["precisions"]:
         lines.append(f"bf16 not timed: {bf16['reason']}")
-    lines.append(f"{'op':<36} {'ms/step':>8} {'share':>6} {'calls':>6}")
+    lines.append(f"{'op':<48} {'ms/step':>8} {'share':>6} {'calls':>6}")
     for op in measured["profile"]:
-        lines.append(f"{op['op'][:36]:<36} {op['self_ms_per_step']:>8.2f} "
+        lines.append(f"{op['op'][:48]:<48} {op['self_ms_per_step']:>8.2f} "
                      f"{100 * op['share']:>5.1f}% {op['calls_per_step']:>6.0f}")
     return "\n".join(lines)
 

@@ -22,6 +22,7 @@ decoding step attention, explicit vs fused 1.0    decoding uses the explicit pat
 MultiHeadAttention fast path vs torch      0.9    the same fused kernel plus our checks
 MultiHeadAttention teaching vs torch       0.5    it also materialises the weights
 training step vs nn.Transformer            0.9    the same arithmetic, no hidden shortcuts
+train step vs MarianMTModel, same weights  0.9    a library's model of the same arithmetic
 training step, CPU bf16 autocast vs fp32   1.2    worth changing the arithmetic (AMX only)
 CPU bf16 step, attention core fp32 vs bf16 1.0    the fp32 core must pay for itself
 greedy decoding, cache vs no cache         3.0    the KV cache must pay for itself
@@ -33,6 +34,10 @@ val beam 4 / greedy, course vs CTranslate2 0      the gap to a C++ engine, measu
 ``bench_engines`` exports chapter 10's model (``transformer-book export``) and times the
 course's decoding against ``transformers``' ``generate`` and CTranslate2 (float32, int8) on
 the val split, printing its own table with each engine's sacreBLEU.
+
+``bench_peers`` times a training step of ``configs/small.toml``'s model against
+``MarianMTModel`` and ``nn.Transformer`` holding the same weights, and the share of this
+CPU's measured matrix-product peak the step reaches (MFU), with a profile of the step.
 
 The benchmarks run on the CPU (the numbers are ratios, so they transfer between machines far
 better than absolute times). Exit status 0 even when a goal is missed: the table says so.
