@@ -241,3 +241,57 @@ def test_optimizer_accepts_parameters_and_skips_frozen():
     assert len(optimizer.param_groups[0]["params"]) == 2
     with pytest.raises(ValueError, match=r"model: expected at least one trainable parameter"):
         make_optimizer(model[0], 8, 10)
+
+
+def _padded_rows(seed, n, vocab, pad, dtype=torch.float64):
+    generator = torch.Generator().manual_seed(seed)
+    logits = torch.randn(n, vocab, generator=generator, dtype=dtype) * 3
+    targets = torch.randint(0, vocab, (n,), generator=generator)
+    targets[0] = (pad + 1) % vocab  # at least one real token
+    targets[-1] = pad  # and at least one padding position
+    return logits, targets
+
+
+@settings(max_examples=25, deadline=None)
+@given(seed=st.integers(0, 10_000), smoothing=st.floats(0.0, 1.0), pad=st.integers(0, 3),
+       n=st.integers(2, 12), vocab=st.integers(4, 20))
+def test_every_reduction_equals_pytorch_with_padding(seed, smoothing, pad, n, vocab):
+    logits, targets = _padded_rows(seed, n, vocab, pad)
+    for reduction in REDUCTIONS:
+        ours = label_smoothed_cross_entropy(logits, targets, smoothing, pad, reduction)
+        theirs = F.cross_entropy(logits, targets, label_smoothing=smoothing, ignore_index=pad,
+                                 reduction=reduction)
+        torch.testing.assert_close(ours, theirs, rtol=1e-12, atol=1e-12)
+
+
+@settings(max_examples=25, deadline=None)
+@given(seed=st.integers(0, 10_000), smoothing=st.floats(0.0, 1.0), n=st.integers(2, 12),
+       vocab=st.integers(4, 20))
+def test_equals_the_logsumexp_form(seed, smoothing, n, vocab):
+    # -(1 - ε)·log p[y] - (ε / V)·Σ_v log p[v] with log p[v] = x[v] - logsumexp(x):
+    # no log-softmax and no target rows, ε / V on every class (the true one included).
+    logits, targets = _padded_rows(seed, n, vocab, PAD)
+    lse = torch.logsumexp(logits, dim=-1)
+    true_logit = logits.gather(-1, targets.unsqueeze(-1)).squeeze(-1)
+    expected = (lse - (1 - smoothing) * true_logit - smoothing * logits.mean(-1))
+    expected = expected * (targets != PAD)
+    ours = label_smoothed_cross_entropy(logits, targets, smoothing, PAD, "none")
+    torch.testing.assert_close(ours, expected, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("reduction", REDUCTIONS)
+def test_gradient_passes_gradcheck_and_equals_pytorch(reduction):
+    logits, targets = _padded_rows(6, 7, 5, PAD)
+    logits.requires_grad_(True)
+
+    def loss(x):
+        return label_smoothed_cross_entropy(x, targets, 0.1, PAD, reduction)
+
+    assert torch.autograd.gradcheck(loss, (logits,))
+    weights = torch.randn(targets.shape, dtype=torch.float64) if reduction == "none" else None
+    ours = torch.autograd.grad(loss(logits), logits, weights)[0]
+    theirs = torch.autograd.grad(
+        F.cross_entropy(logits, targets, label_smoothing=0.1, ignore_index=PAD,
+                        reduction=reduction), logits, weights)[0]
+    torch.testing.assert_close(ours, theirs, rtol=1e-12, atol=1e-12)
+    assert torch.all(ours[targets == PAD] == 0)
