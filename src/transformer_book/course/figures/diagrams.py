@@ -548,7 +548,7 @@ def cross_attention_figure(source: Sequence[str] = ("Le", "chien", "mange"),
            f"grid with no causal mask.")
     lw = _label_width(tgt)
     grid_x = span + 1.4 + lw
-    fig, (ax,) = _canvas(alt, (-0.3, grid_x + s + 0.3), (0.0, 6.2 + _label_width(src)))
+    fig, (ax,) = _canvas(alt, (-0.3, grid_x + s + 0.3), (0.0, 3.2 + t / 2 + _label_width(src)))
 
     def xs(n: int) -> list[float]:
         return [(span - n * step) / 2 + (i + 0.5) * step for i in range(n)]
