@@ -17,13 +17,18 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import matplotlib
 import numpy as np
+import torch
 from matplotlib.axes import Axes
 from matplotlib.colors import to_rgb
 from matplotlib.patches import Circle, FancyBboxPatch, Rectangle
 from torch import nn
 
 from transformer_book.course.figures import DISPLAY_DPI, PALETTE, PIXEL_DENSITY, BookFigure
+from transformer_book.nn.attention import causal_mask, padding_mask
+from transformer_book.nn.layers import EncoderLayer
+from transformer_book.nn.transformer import Transformer
 from transformer_book.util.validation import is_integer, is_real, require
 
 __all__ = ["BEAM_STATUSES", "BeamNode", "Diagram", "beam_tree_figure", "cross_attention_figure",
@@ -129,8 +134,6 @@ def _grid(ax: Axes, x: float, y: float, colours: np.ndarray, cell: float = 1.0, 
 
 def _values(array: np.ndarray, cmap: str = "RdBu_r") -> np.ndarray:
     """Colours of a matrix of numbers on a symmetric diverging scale."""
-    import matplotlib
-
     scale = float(np.abs(array).max()) or 1.0
     return np.asarray(matplotlib.colormaps[cmap](0.5 + 0.4 * array / scale))[..., :3]
 
@@ -214,9 +217,6 @@ def transformer_figure(model: object) -> Diagram:
     with their layer counts, d_model, h, d_k and d_ff read from the model's modules, post-LN
     boxes (``Add & Norm`` after each sublayer) or pre-LN ones (``LayerNorm`` before each
     sublayer) as its layers are built, and the final LayerNorms where the stacks have them."""
-    from transformer_book.nn.layers import EncoderLayer
-    from transformer_book.nn.transformer import Transformer
-
     require(isinstance(model, Transformer), "model", "a transformer_book Transformer",
             type(model).__name__)
     assert isinstance(model, Transformer)
@@ -388,8 +388,6 @@ def qkv_figure(tokens: Sequence[str] = ("The", "dog", "is", "eating"), *, seed: 
     _arrow(ax, (s_x + n + 0.15, s_top - n / 2), (a_x - 0.15, s_top - n / 2))
     ax.text(s_x + n + 1.1, s_top - n / 2 + 0.2, "softmax", ha="center", va="bottom",
             fontsize=FONT)
-    import matplotlib
-
     _grid(ax, a_x, s_top, np.asarray(matplotlib.colormaps["viridis"](weights))[..., :3],
           texts=np.vectorize(lambda p: f"{p:.2f}".lstrip("0"))(weights), size=8)
     _title(ax, a_x + n / 2, label_top, "A (rows sum to 1)")
@@ -408,10 +406,6 @@ def mask_figure(lengths: Sequence[int] = (5, 3), causal_size: int = 5) -> Diagra
     ``lengths`` tokens and its ``(B, 1, 1, L)`` padding mask, that mask broadcast over the
     query positions of the shortest sentence, and the ``(L, L)`` causal mask of
     ``causal_size`` positions."""
-    import torch
-
-    from transformer_book.nn.attention import causal_mask, padding_mask
-
     require(not isinstance(lengths, str) and isinstance(lengths, Sequence)
             and 1 <= len(lengths) <= 5, "lengths", "1 to 5 sentence lengths", repr(lengths))
     sizes = [_count(n, "lengths", 1, 8) for n in lengths]
