@@ -156,15 +156,15 @@ def open_session(run_config: RunConfig, out_dir: Path, options: TrainOptions, in
         raise bad_input("resume", f"an out folder without checkpoints when not resuming ({out_dir} "
                    "holds some; resume, delete them or choose another folder)",
                    [p.name for p in existing])
+    if d.bpe_dropout > 0 and info.enabled:  # unseeded draws: the processes would disagree
+        raise bad_input("[data] bpe_dropout", "0 when training with several processes (each "
+                   "would segment the corpus differently, and their batches would not match)",
+                   f"{d.bpe_dropout} with {info.world_size} processes")
     # A resume keeps the precision the run was trained in ("auto" is not measured again).
     resumed_in = (read_metadata(existing[-1]).get("extra", {}).get("precision")
                   if existing and t.precision == "auto" else None)
     choice = choose_precision(resumed_in or t.precision, device, info=info)
     precision = choice.precision
-    if d.bpe_dropout > 0 and info.enabled:  # unseeded draws: the processes would disagree
-        raise bad_input("[data] bpe_dropout", "0 when training with several processes (each "
-                   "would segment the corpus differently, and their batches would not match)",
-                   f"{d.bpe_dropout} with {info.world_size} processes")
     resumed_from = existing[-1] if existing else None
     if resumed_from is not None:  # refused before the data (and the folder's tokenizer)
         checked = check_resumable(resumed_from, run_config, info.world_size, precision)
