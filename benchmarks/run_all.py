@@ -23,7 +23,7 @@ MultiHeadAttention fast path vs torch      0.9    the same fused kernel plus our
 MultiHeadAttention teaching vs torch       0.5    it also materialises the weights
 training step vs nn.Transformer            0.9    the same arithmetic, no hidden shortcuts
 train step vs MarianMTModel, same weights  0.9    a library's model of the same arithmetic
-training step, CPU bf16 autocast vs fp32   1.2    worth changing the arithmetic (AMX only)
+training step, CPU bf16 autocast vs fp32   1.2    "auto"'s margin; timed where it picks bf16
 CPU bf16 step, attention core fp32 vs bf16 1.0    the fp32 core must pay for itself
 greedy decoding, cache vs no cache         3.0    the KV cache must pay for itself
 beam 4 vs greedy (greedy time / beam time) 1/3    beam search within 3x of greedy
