@@ -23,14 +23,16 @@ from __future__ import annotations
 
 import math
 
+import pytest
 import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from transformer_book.inference.beam import beam_search, length_penalty
+from transformer_book.inference.beam import BeamTrace, beam_search, length_penalty
 from transformer_book.inference.lengths import output_length_limits
 from transformer_book.nn.config import TransformerConfig
 from transformer_book.nn.transformer import Transformer
+from transformer_book.util.validation import BookError
 
 F64 = torch.float64
 PAD, BOS, EOS = 0, 1, 2
@@ -130,3 +132,57 @@ def test_an_eos_ranked_below_the_beam_is_dropped_not_extended() -> None:
         assert EOS not in hyp
         expected, _ = reference_beam(model, src[i], 3, 2.0, 8, 0, "exact")
         assert hyp == expected
+
+
+def traced_hypothesis(steps: list, t: int, candidate) -> list[int]:
+    """The ids of ``candidate`` (at step ``t``), read back through its parents' slots."""
+    ids = [candidate.token]
+    parent = candidate.parent
+    for step in reversed(steps[:t]):
+        (previous,) = [c for c in step if c.status == "kept" and c.slot == parent]
+        ids.append(previous.token)
+        parent = previous.parent
+    return ids[::-1]
+
+
+@pytest.mark.parametrize(("fast", "use_cache", "stop"), [
+    (False, True, "exact"), (True, True, "exact"), (False, False, "k_finished"),
+    (True, True, "k_finished")])
+def test_a_traced_search_returns_the_same_ids_and_its_trace_rebuilds_them(
+        fast: bool, use_cache: bool, stop: str) -> None:
+    """Tracing changes nothing: the same output with and without it (teaching and fast
+    ranking alike). Every step keeps at most K hypotheses, each candidate extends a kept
+    one of the step before, and the best finished candidate of the trace, read back
+    through its parents, is the returned translation without its <eos>."""
+    vocab = 256  # long enough rows (K·V) for fast_top_candidates' blocks
+    model = random_model(3, vocab, eos_boost=2.0, sharpness=3.0)
+    generator = torch.Generator().manual_seed(3)
+    src = torch.randint(3, vocab, (4, 5), generator=generator)
+    src[1, 3:] = PAD
+    kwargs = dict(beam_size=3, alpha=0.6, max_len_a=0.5, max_len_b=6, use_cache=use_cache,
+                  stop=stop, fast=fast)
+    plain = beam_search(model, src, **kwargs)
+    trace = BeamTrace()
+    assert beam_search(model, src, trace=trace, **kwargs) == plain
+    assert len(trace.steps) == len(plain)
+    for steps, hyp in zip(trace.steps, plain, strict=True):
+        finished = []
+        for t, step in enumerate(steps):
+            kept = [c for c in step if c.status == "kept"]
+            assert len(kept) <= 3 and (kept or t == len(steps) - 1), "K live, but at the end"
+            assert sorted(c.slot for c in kept) == list(range(len(kept)))
+            assert [c.log_prob for c in step] == sorted((c.log_prob for c in step),
+                                                        reverse=True), "best first"
+            width = 1 if t == 0 else len([c for c in steps[t - 1] if c.status == "kept"])
+            assert all(0 <= c.parent < width for c in step)
+            finished += [(c.score, traced_hypothesis(steps, t, c)) for c in step
+                         if c.status == "finished"]
+            assert all(c.token == EOS for c in step if c.status == "finished")
+        best = max(finished, key=lambda pair: pair[0])
+        assert best[1] == [*hyp, EOS]
+
+
+def test_a_trace_must_be_a_beam_trace() -> None:
+    model = random_model(0, 10, eos_boost=0.0)
+    with pytest.raises(BookError, match="trace: expected a BeamTrace or None"):
+        beam_search(model, torch.tensor([[3, 4]]), trace=[])

@@ -21,13 +21,18 @@ step decodes only ``<bos>``, once per sentence. Lengths come from
 Each step ranks its candidates with ``topk`` (:func:`top_candidates`); one fast path,
 ``beam_search(..., fast=True)``, ranks them by blocks (:func:`fast_top_candidates`), which
 is what translating (the :class:`~transformer_book.inference.decoding.Beam` strategy) uses.
+
+``beam_search(..., trace=BeamTrace())`` also records, step by step and sentence by sentence,
+every candidate the search ranked and what it did with it (kept, finished or dropped): the
+tree a figure draws. Tracing reads the candidates to the host each step and changes nothing
+else: the traced search returns the same ids.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import overload
 
 import torch
@@ -46,8 +51,9 @@ from transformer_book.util.validation import (
     require_tensor,
 )
 
-__all__ = ["STOPPING_RULES", "TOP_BLOCKS", "beam_search", "check_alpha", "check_beam_size",
-           "fast_top_candidates", "length_penalty", "score_hypothesis", "top_candidates"]
+__all__ = ["STOPPING_RULES", "TOP_BLOCKS", "BeamCandidate", "BeamTrace", "beam_search",
+           "check_alpha", "check_beam_size", "fast_top_candidates", "length_penalty",
+           "score_hypothesis", "top_candidates"]
 
 # How beam search decides that a sentence is done (see beam_search's docstring).
 STOPPING_RULES = ("exact", "k_finished")
@@ -74,6 +80,33 @@ def length_penalty(length: int | torch.Tensor, alpha: float) -> float | torch.Te
     """Wu et al. (2016): ``lp(Y) = ((5 + |Y|) / 6)^α``, α in ``[0, MAX_ALPHA]``; a tensor
     of lengths gives a tensor of penalties."""
     return ((5 + length) / 6) ** check_alpha(alpha)
+
+
+@dataclass(frozen=True)
+class BeamCandidate:
+    """One of the 2K candidates a beam-search step ranked for a sentence.
+
+    ``parent`` is the hypothesis it extends: its ``slot`` among the previous step's kept
+    candidates (0 at the first step, which extends ``<bos>`` alone); ``token`` the id it
+    appends; ``log_prob`` the prefix's cumulative log-probability; ``status`` ``"kept"``
+    (lives on, as hypothesis ``slot`` of the next step), ``"finished"`` (an ``<eos>`` among
+    the top K, with ``score = log P / lp``) or ``"dropped"`` (neither)."""
+
+    parent: int
+    token: int
+    log_prob: float
+    status: str
+    slot: int | None = None
+    score: float | None = None
+
+
+@dataclass
+class BeamTrace:
+    """What :func:`beam_search` did, filled in when passed as ``trace``:
+    ``steps[i][t]`` lists sentence ``i``'s ranked candidates at step ``t``, best first
+    (candidates of ``-inf`` log-probability, dead from the start, are left out)."""
+
+    steps: list[list[list[BeamCandidate]]] = field(default_factory=list)
 
 
 @dataclass
@@ -147,9 +180,10 @@ def _finish(search: _Search, finished: list[list[tuple[float, list[int]]]],
 
 def _survive(search: _Search, cand: torch.Tensor, token: torch.Tensor, rows: torch.Tensor,
              eos_id: int, forced: torch.Tensor, stop: str,
-             ) -> tuple[torch.Tensor, torch.Tensor]:
+             ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """The K best candidates not ending in ``<eos>`` live on: ``(B, 2K) -> (B, K)`` scores
-    (into ``search``), tokens and the prefix rows they extend; marks the sentences done.
+    (into ``search``), tokens, the prefix rows they extend and their places among the 2K;
+    marks the sentences done.
 
     ... and no ``<eos>`` among all 2K lives on (as in fairseq): an ``<eos>`` ranked between
     K and 2K is dropped, never extended past its end. Each of the K live hypotheses has one
@@ -165,7 +199,33 @@ def _survive(search: _Search, cand: torch.Tensor, token: torch.Tensor, rows: tor
     search.done |= (search.best >= bound) | forced
     if stop == "k_finished":
         search.done |= search.count >= k2 // 2
-    return token, rows
+    return token, rows, keep
+
+
+def _record(trace: BeamTrace, search: _Search, cand: torch.Tensor, token: torch.Tensor,
+            beam: torch.Tensor, keep: torch.Tensor, t: int, alpha: float, eos_id: int,
+            ) -> None:
+    """Append step ``t``'s candidates ``(B, 2K)`` of each sentence still decoded to
+    ``trace``: the ``keep (B, K)`` places live on, ``<eos>`` among the top K finishes (as
+    :func:`_finish` and :func:`_survive` decide), the rest is dropped."""
+    k = cand.shape[1] // 2
+    lp = length_penalty(t + 1, alpha)
+    for row, (values, tokens, parents, kept) in enumerate(zip(
+            cand.tolist(), token.tolist(), beam.tolist(), keep.tolist(), strict=True)):
+        slots = {place: slot for slot, place in enumerate(kept)}
+        step = []
+        for place, (value, tok, parent) in enumerate(zip(values, tokens, parents,
+                                                           strict=True)):
+            if not math.isfinite(value):
+                continue
+            if place in slots:
+                status, extra = "kept", {"slot": slots[place]}
+            elif tok == eos_id and place < k:
+                status, extra = "finished", {"score": value / lp}
+            else:
+                status, extra = "dropped", {}
+            step.append(BeamCandidate(parent, tok, value, status, **extra))
+        trace.steps[search.sentence[row]].append(step)
 
 
 def beam_search(
@@ -179,6 +239,7 @@ def beam_search(
     min_len: int = 0,
     stop: str = "exact",
     fast: bool = False,
+    trace: BeamTrace | None = None,
 ) -> list[list[int]]:
     """Beam search with the length penalty of Wu et al. (2016), batched over B sentences
     (``B · beam_size`` decoder rows): ``src_ids (B, S)`` -> B lists of ids.
@@ -202,6 +263,9 @@ def beam_search(
     The 2K best candidates of each step are those of ``topk`` (:func:`top_candidates`);
     ``fast=True`` ranks them by blocks instead (:func:`fast_top_candidates`: the same
     values, a few times faster for a large vocabulary on the CPU).
+
+    ``trace``, a :class:`BeamTrace`, is filled with every step's ranked candidates of every
+    sentence and what became of them (its previous contents are replaced).
     """
     require(stop in STOPPING_RULES, "stop", f"one of {STOPPING_RULES}", repr(stop))
     require_bool(fast, "fast")
@@ -213,6 +277,10 @@ def beam_search(
     limits = output_length_limits(src_ids, config.pad_id, max_len_a, max_len_b, config.max_len)
     b, vocab = src_ids.shape[0], config.vocab_size
     finished: list[list[tuple[float, list[int]]]] = [[] for _ in range(b)]
+    if trace is not None:
+        require(isinstance(trace, BeamTrace), "trace", "a BeamTrace or None",
+                type(trace).__name__)
+        trace.steps = [[] for _ in range(b)]
     with evaluation_mode(model):
         memory = model.encode(src_ids)  # (B, S, d_model): one copy, shared by the K beams
         assert isinstance(memory, torch.Tensor), "encode without need_weights: a tensor"
@@ -231,7 +299,11 @@ def beam_search(
             beam, token = idx // vocab, idx % vocab  # (B, 2K) each
             rows = beam + torch.arange(b, device=device)[:, None] * width  # (B, 2K) of prefix
             _finish(search, finished, cand, token, rows, prefix, t, alpha, config.eos_id)
-            token, rows = _survive(search, cand, token, rows, config.eos_id, forced, stop)
+            ranked = token
+            token, rows, keep = _survive(search, cand, token, rows, config.eos_id, forced,
+                                         stop)
+            if trace is not None:
+                _record(trace, search, cand, ranked, beam, keep, t, alpha, config.eos_id)
             if bool(search.done.all()):
                 break
             prefix, b = _follow(search, stepper, prefix, token, rows), len(search.sentence)
