@@ -43,15 +43,15 @@ def arm(mode: str, step: int) -> None:
     """Patch the save of checkpoint ``step`` to end in SIGKILL at the ``mode`` moment."""
     name = checkpoint.checkpoint_name(step)
     if mode == "write":
-        real_write = checkpoint._write_file
+        real_write = checkpoint.atomic_write_bytes
 
-        def write_file(folder: Path, file: str, data: bytes) -> None:
+        def write_file(path: Path, data: bytes) -> Path:
             # the temporary folder of ``name``, its RNG states and manifest not yet written
-            if file == checkpoint.RNG and folder.name.startswith(f".{name}.tmp-"):
+            if path.name == checkpoint.RNG and path.parent.name.startswith(f".{name}.tmp-"):
                 _die()
-            real_write(folder, file, data)
+            return real_write(path, data)
 
-        checkpoint._write_file = write_file
+        checkpoint.atomic_write_bytes = write_file
         return
     real_swap = checkpoint._swap_in
     real_replace = os.replace

@@ -12,28 +12,25 @@ A checkpoint is a folder::
         checkpoint.sha256   the sha256 of checkpoint.json (``sha256sum`` format), written
                             last: a folder that holds it is complete
 
-**Saving** writes every file, flushed, into a hidden sibling folder and renames it into place
-(a checkpoint there is moved aside first, then deleted): a save cut short at any point leaves
-the previous checkpoint intact. **Loading** reads each listed file once, checks its bytes
-against the manifest and parses those same bytes; an edited checkpoint.json is refused.
-Format 1 (without checkpoint.sha256) cannot be told from an edited checkpoint, so it loads
-only with ``allow_unhashed=True``. **Tied weights** (Section 3.4 shares the embeddings and
-the pre-softmax projection) are stored under their first name; ``tied`` (``{dropped:
-kept}``) restores the others. Section 6.1 averages the last 5 checkpoints' weights
-(:func:`load_weights`, :mod:`transformer_book.inference.averaging`).
+**Saving** writes every file, flushed, into the hidden sibling ``.step_N.tmp-<host>-<pid>``
+and renames it into place; a checkpoint already there is first renamed to
+``.step_N.old-<host>-<pid>``, then deleted. A save cut short at any point leaves the
+previous checkpoint intact. **Loading** reads each listed file once, checks its bytes
+against the manifest and parses those same bytes; a checkpoint.json that differs from
+checkpoint.sha256, or has none, is refused. **Tied weights** (Section 3.4 shares the
+embeddings and the pre-softmax projection) are stored under their first name; ``tied``
+(``{dropped: kept}``) restores the others. Section 6.1 averages the last 5 checkpoints'
+weights (:func:`load_weights`, :mod:`transformer_book.inference.averaging`).
 
-**Leftovers.** A save killed on the way leaves ``.step_N.tmp-<host>-<pid>-*`` (the new copy)
-and ``.step_N.old-<host>-<pid>-*`` (the replaced one, as ``previous`` in it) and, killed
-between its two renames, no ``step_N``. :func:`tidy`, run on every save and listing and on
-loading a missing folder, deals with the leftovers of processes no longer running on this
-machine: a missing ``step_N`` comes back from the complete copy of the highest step (the new
-before the previous at one step), else from the previous copy as it was; the rest is
-deleted; each is reported on stderr.
+**Recovery.** A save killed on the way leaves its hidden folders and, killed between its two
+renames, no ``step_N``. :func:`tidy`, run on every save and listing and on loading a missing
+folder, takes the hidden folders of saves that are over (their process no longer runs on
+this machine): a missing ``step_N`` comes back from the new copy if it is complete, else
+from the old one; the rest is deleted; each is reported on stderr.
 """
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import io
 import json
@@ -44,7 +41,7 @@ import re
 import shutil
 import socket
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -54,7 +51,7 @@ from safetensors import SafetensorError
 from safetensors.torch import load, save
 from torch import nn
 
-from transformer_book.util.files import fsync_path, new_directory
+from transformer_book.util.files import atomic_write_bytes, fsync_path
 from transformer_book.util.rng import capture_rng_state, restore_rng_state
 from transformer_book.util.validation import (
     BookError,
@@ -68,24 +65,19 @@ from transformer_book.util.validation import (
 __all__ = ["FORMAT_VERSION", "METADATA", "METADATA_HASH", "OPTIMIZER", "RNG", "TOKENIZER",
            "WEIGHTS", "checkpoint_name", "describe_mismatch", "list_checkpoints",
            "load_checkpoint", "load_weights", "off_grid_steps", "prune_checkpoints",
-           "read_metadata", "read_step",
-           "save_checkpoint", "tidy"]
+           "read_metadata", "read_step", "save_checkpoint", "tidy"]
 
 WEIGHTS, TOKENIZER, OPTIMIZER = "model.safetensors", "tokenizer.json", "optimizer.pt"
 RNG, METADATA, METADATA_HASH = "rng.json", "checkpoint.json", "checkpoint.sha256"
 #: The files ``checkpoint.json["sha256"]`` may list, in the order they are written and read.
 FILES = (WEIGHTS, TOKENIZER, OPTIMIZER, RNG)
-#: 2: ``checkpoint.sha256`` protects ``checkpoint.json``; 1: without it (``allow_unhashed``).
+#: 2: ``checkpoint.sha256`` protects ``checkpoint.json`` (format 1, without it, is refused).
 FORMAT_VERSION = 2
-
-
-def _sha256(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
 
 
 def _stamp(manifest: bytes) -> str:
     """``checkpoint.sha256``'s text for the bytes of ``checkpoint.json``."""
-    return f"{_sha256(manifest)}  {METADATA}\n"
+    return f"{hashlib.sha256(manifest).hexdigest()}  {METADATA}\n"
 
 
 def _plain(path: Path) -> bool:
@@ -151,20 +143,26 @@ def save_checkpoint(
                         "python": platform.python_version(),
                         "cuda_rng_states": torch.cuda.device_count()
                         if torch.cuda.is_available() else 0},
-        "sha256": {name: _sha256(data) for name, data in files.items()}, "extra": extra})
+        "sha256": {name: hashlib.sha256(data).hexdigest() for name, data in files.items()},
+        "extra": extra})
     files[METADATA], files[METADATA_HASH] = manifest, _stamp(manifest).encode()
     target = Path(directory)
     target.parent.mkdir(parents=True, exist_ok=True)
     tidy(target.parent)  # leftovers of an interrupted save: recovered or removed
-    with _in_progress(target.parent, target.name, "tmp") as temp:
+    _SAVING.add(os.path.abspath(target))  # its hidden folders are no leftovers meanwhile
+    try:
+        temp = _hidden(target, "tmp")
+        temp.mkdir()
         try:
             for name, data in files.items():  # checkpoint.sha256 last: the folder is complete
-                _write_file(temp, name, data)
+                atomic_write_bytes(temp / name, data)
             fsync_path(temp)
             _swap_in(temp, target)
         except BaseException:
             shutil.rmtree(temp, ignore_errors=True)
             raise
+    finally:
+        _SAVING.discard(os.path.abspath(target))
     return target
 
 
@@ -198,28 +196,15 @@ def _split_tied(state: dict[str, torch.Tensor]) -> tuple[dict[str, torch.Tensor]
     return tensors, tied
 
 
-def _write_file(folder: Path, name: str, data: bytes) -> None:
-    """One file of the temporary folder, flushed to disk (the folder's rename is atomic)."""
-    with (folder / name).open("wb") as out:
-        out.write(data)
-        out.flush()
-        os.fsync(out.fileno())
-
-
 def _swap_in(temp: Path, target: Path) -> None:
-    """Rename ``temp`` to ``target``; a checkpoint there is moved aside first (put back if
-    the second rename fails), then deleted. A crash in between is for :func:`tidy`."""
-    with _in_progress(target.parent, target.name, "old") as old:
-        if target.exists():
-            os.replace(target, old / "previous")
-        try:
-            os.replace(temp, target)
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.replace(old / "previous", target)
-            raise
-        fsync_path(target.parent)
-        shutil.rmtree(old, ignore_errors=True)
+    """Rename the complete ``temp`` to ``target``; a checkpoint there is renamed aside
+    first and deleted once the new one is in. A crash in between is for :func:`tidy`."""
+    old = _hidden(target, "old")
+    if target.exists():
+        os.replace(target, old)
+    os.replace(temp, target)
+    fsync_path(target.parent)
+    shutil.rmtree(old, ignore_errors=True)
 
 
 # ----------------------------------------------------------------------------- loading
@@ -233,35 +218,47 @@ def _object(value: Any) -> bool:
     return isinstance(value, dict)
 
 
-#: ``checkpoint.json``'s fields: name -> (whether every save writes it, its check, what is
-#: expected). The ``sha256`` listing and ``tokenizer`` are checked further below.
-_FIELDS: dict[str, tuple[bool, Callable[[Any], bool], str]] = {
-    "format_version": (True, lambda v: is_integer(v) and v in (1, FORMAT_VERSION),
-                       f"1 or {FORMAT_VERSION}"),
-    "step": (True, _count, "an integer >= 0"),
-    "num_tensors": (False, _count, "an integer >= 0"),
-    "num_parameters": (False, _count, "an integer >= 0"),
-    "config": (False, _object, "a JSON object"),
-    "environment": (False, _object, "a JSON object"),
-    "extra": (False, _object, "a JSON object"),
-    "tied": (False, lambda v: _object(v) and all(
-        isinstance(k, str) and isinstance(n, str) and k != n for k, n in v.items()),
-        "an object {dropped tensor name: kept tensor name}"),
-    "sha256": (True, lambda v: _object(v) and WEIGHTS in v,
-               f"an object {{file name: sha256}} listing at least {WEIGHTS}"),
-}
+def _unless(ok: Callable[[Any], bool]) -> Callable[[Any, dict[str, Any]], Any]:
+    """A check that finds the whole value wrong (shown as received) unless ``ok(value)``."""
+    return lambda value, _: None if ok(value) else repr(value)[:200]
+
+
 _HEX = re.compile(r"[0-9a-f]{64}")
+_Check = Callable[[Any, dict[str, Any]], Any]
+#: ``checkpoint.json``'s checks, in order: (field, whether every save writes it, what is
+#: expected, ``check(value, metadata)``: what is wrong with the value, ``None`` if nothing).
+_CHECKS: list[tuple[str, bool, str, _Check]] = [
+    ("format_version", True, str(FORMAT_VERSION),
+     _unless(lambda v: is_integer(v) and v == FORMAT_VERSION)),
+    ("step", True, "an integer >= 0", _unless(_count)),
+    ("num_tensors", False, "an integer >= 0", _unless(_count)),
+    ("num_parameters", False, "an integer >= 0", _unless(_count)),
+    ("config", False, "a JSON object", _unless(_object)),
+    ("environment", False, "a JSON object", _unless(_object)),
+    ("extra", False, "a JSON object", _unless(_object)),
+    ("tied", False, "an object {dropped tensor name: kept tensor name}", _unless(
+        lambda v: _object(v) and all(isinstance(k, str) and isinstance(n, str) and k != n
+                                     for k, n in v.items()))),
+    ("sha256", True, f"an object {{file name: sha256}} listing at least {WEIGHTS}",
+     _unless(lambda v: _object(v) and WEIGHTS in v)),
+    ("sha256", True, f"only the files of a checkpoint ({', '.join(FILES)})",
+     lambda v, _: sorted(str(name) for name in v if name not in FILES) or None),
+    ("sha256", True, "64 lowercase hex digits per file",
+     lambda v, _: sorted(name for name, digest in v.items()
+                         if not (isinstance(digest, str) and _HEX.fullmatch(digest))) or None),
+    ("tokenizer", False, f"null or {TOKENIZER!r} (listed in sha256)", lambda v, meta: None
+     if v is None or (v == TOKENIZER and TOKENIZER in meta["sha256"]) else repr(v)[:200]),
+]
 
 
-def read_metadata(directory: str | Path, *, allow_unhashed: bool = False) -> dict[str, Any]:
+def read_metadata(directory: str | Path) -> dict[str, Any]:
     """``checkpoint.json`` of a checkpoint folder, checked against ``checkpoint.sha256`` and
     field by field; the files it lists are not read (:func:`load_checkpoint` verifies them).
 
     Raises:
-        BookError: naming the file (and the field): a ``checkpoint.json`` that is missing,
-            not JSON, differs from its hash or has a field missing or malformed; no
-            ``checkpoint.sha256`` (format 1 only with ``allow_unhashed=True``, for a
-            checkpoint you trust).
+        BookError: naming the file (and the field): a ``checkpoint.json`` or
+            ``checkpoint.sha256`` that is missing, a ``checkpoint.json`` that differs from
+            its hash, is not JSON or has a field missing or malformed.
     """
     directory = Path(directory)
     if not directory.exists():
@@ -269,42 +266,25 @@ def read_metadata(directory: str | Path, *, allow_unhashed: bool = False) -> dic
     meta_path, hash_path = directory / METADATA, directory / METADATA_HASH
     require(_plain(meta_path), "directory", f"a checkpoint folder with {METADATA}",
             str(directory))
-    raw, hashed = meta_path.read_bytes(), _plain(hash_path)
-    if hashed:
-        recorded, actual = hash_path.read_text(errors="replace"), _stamp(raw)
-        require(recorded == actual, str(meta_path),
-                f"sha256 {recorded.split(' ')[0][:64]!r} as recorded in {METADATA_HASH} "
-                "(an edited or corrupted checkpoint.json: its config, step and hashes cannot "
-                "be trusted)", f"sha256 {actual.split(' ')[0]}")
+    require(_plain(hash_path), str(hash_path), f"the sha256 of {METADATA} (format "
+            f"{FORMAT_VERSION} checkpoints have one)", "no such file")
+    raw = meta_path.read_bytes()
+    recorded, actual = hash_path.read_text(errors="replace"), _stamp(raw)
+    require(recorded == actual, str(meta_path),
+            f"sha256 {recorded.split(' ')[0][:64]!r} as recorded in {METADATA_HASH} "
+            "(an edited or corrupted checkpoint.json: its config, step and hashes cannot "
+            "be trusted)", f"sha256 {actual.split(' ')[0]}")
     metadata = _json_object(meta_path, raw, "checkpoint metadata")
-    for name, (always, check, expected) in _FIELDS.items():
-        if always or name in metadata:
-            require(name in metadata and check(metadata[name]), f"{meta_path} [{name}]",
-                    expected, repr(metadata[name])[:200] if name in metadata else "no such field")
-    hashes, field = metadata["sha256"], f"{meta_path} [sha256]"
-    unknown = sorted(str(name) for name in hashes if name not in FILES)
-    require(not unknown, field, f"only the files of a checkpoint ({', '.join(FILES)})", unknown)
-    bad = sorted(name for name, digest in hashes.items()
-                 if not (isinstance(digest, str) and _HEX.fullmatch(digest)))
-    require(not bad, field, "64 lowercase hex digits per file",
-            f"{bad[:3]} ({[hashes[name] for name in bad[:3]]!r})"[:200])
-    tokenizer = metadata.get("tokenizer")
-    require(tokenizer is None or (tokenizer == TOKENIZER and TOKENIZER in hashes),
-            f"{meta_path} [tokenizer]", f"null or {TOKENIZER!r} (listed in sha256)",
-            repr(tokenizer))
-    if not hashed:
-        version = metadata["format_version"]
-        require(version == 1, str(hash_path), f"the sha256 of {METADATA} (format {version} "
-                "checkpoints have one)", "no such file")
-        require(allow_unhashed, str(hash_path), f"the sha256 of {METADATA} (a format 1 "
-                "checkpoint has none, so an edited config cannot be told from the one it was "
-                "trained with; load one you trust with allow_unhashed=True)", "no such file")
+    for name, always, expected, check in _CHECKS:
+        wrong = check(metadata[name], metadata) if name in metadata else (
+            "no such field" if always else None)
+        require(wrong is None, f"{meta_path} [{name}]", expected, wrong)
     return metadata
 
 
 def read_step(directory: str | Path) -> int:
     """The step a checkpoint was saved at (``checkpoint.json`` checked, its files not read)."""
-    return int(read_metadata(directory, allow_unhashed=True)["step"])
+    return int(read_metadata(directory)["step"])
 
 
 def _json_object(path: Path, data: bytes, what: str) -> dict[str, Any]:
@@ -317,11 +297,11 @@ def _json_object(path: Path, data: bytes, what: str) -> dict[str, Any]:
     return value
 
 
-def _open(directory: Path, allow_unhashed: bool) -> tuple[dict[str, Any], dict[str, bytes]]:
+def _open(directory: Path) -> tuple[dict[str, Any], dict[str, bytes]]:
     """A checkpoint's metadata and the bytes of every file it lists, each read once and
     checked against its sha256. A checkpoint file present but not listed is refused (it
     would be read unverified)."""
-    metadata = read_metadata(directory, allow_unhashed=allow_unhashed)
+    metadata = read_metadata(directory)
     hashes, files = metadata["sha256"], {}
     for name in FILES:
         path = directory / name
@@ -333,7 +313,7 @@ def _open(directory: Path, allow_unhashed: bool) -> tuple[dict[str, Any], dict[s
         require(_plain(path), str(path), "a plain file inside the checkpoint folder",
                 "a link or a folder")
         files[name] = path.read_bytes()
-        actual = _sha256(files[name])
+        actual = hashlib.sha256(files[name]).hexdigest()
         require(actual == hashes[name], str(path),
                 f"sha256 {hashes[name]} (corrupted or modified file)", f"sha256 {actual}")
     return metadata, files
@@ -354,15 +334,15 @@ def _weights(directory: Path, metadata: dict[str, Any], files: dict[str, bytes],
     return {**state, **{dropped: state[kept] for dropped, kept in tied.items()}}
 
 
-def load_weights(directory: str | Path, map_location: str | torch.device = "cpu", *,
-                 allow_unhashed: bool = False) -> dict[str, torch.Tensor]:
+def load_weights(directory: str | Path, map_location: str | torch.device = "cpu"
+                 ) -> dict[str, torch.Tensor]:
     """A checkpoint's weights as a state dict, every listed file's sha256 verified first.
 
     Tied names (stored once, see the module docstring) are all present again, so the result
     loads with ``model.load_state_dict``.
     """
     directory = Path(directory)
-    return _weights(directory, *_open(directory, allow_unhashed), map_location)
+    return _weights(directory, *_open(directory), map_location)
 
 
 def describe_mismatch(
@@ -386,8 +366,6 @@ def load_checkpoint(
     scheduler: Any | None = None,
     map_location: str | torch.device = "cpu",
     restore_rng: bool = False,
-    *,
-    allow_unhashed: bool = False,
 ) -> dict[str, Any]:
     """Verify a checkpoint (each listed file read once; a corrupted one is a
     :class:`BookError` naming it), load it into the given objects and return
@@ -400,7 +378,7 @@ def load_checkpoint(
     directory = Path(directory)
     require(model is None or isinstance(model, nn.Module), "model", "a torch.nn.Module",
             type(model).__name__)
-    metadata, files = _open(directory, allow_unhashed)
+    metadata, files = _open(directory)
     if model is not None:
         state = _weights(directory, metadata, files, map_location)
         problem = describe_mismatch(model.state_dict(), state, "checkpoint vs model")
@@ -504,38 +482,40 @@ def prune_checkpoints(run_dir: str | Path, keep_last: int, pattern: str = "step_
 # ------------------------------------------------------- leftovers of interrupted saves
 
 _HOST = re.sub(r"[^A-Za-z0-9]", "_", socket.gethostname()) or "host"
-_LEFTOVER = re.compile(
-    r"\.(?P<target>.+)\.(?P<kind>tmp|old)-(?P<host>[A-Za-z0-9_]+)-(?P<pid>\d+)-[a-z0-9_]+")
-_ACTIVE: set[str] = set()  # this process's saves in progress: never leftovers
+_LEFTOVER = re.compile(r"\.(?P<target>.+)\.(?P<kind>tmp|old)-(?P<host>\w+)-(?P<pid>\d+)")
+_SAVING: set[str] = set()  # the checkpoints this process is saving now (absolute paths)
 
 
-@contextlib.contextmanager
-def _in_progress(parent: Path, name: str, kind: str) -> Iterator[Path]:
-    """A new hidden folder for a save of checkpoint ``name``: ``kind`` ``"tmp"`` (the new
-    copy is written into it) or ``"old"`` (the replaced one is moved into it); a leftover
-    once the block is left."""
-    path = new_directory(parent, f".{name}.{kind}-{_HOST}-{os.getpid()}-")
-    _ACTIVE.add(os.path.abspath(path))
-    try:
-        yield path
-    finally:
-        _ACTIVE.discard(os.path.abspath(path))
+def _hidden(target: Path, kind: str) -> Path:
+    """The hidden sibling that this process's save of ``target`` writes the new copy into
+    (``kind`` ``"tmp"``) or moves the copy it replaces to (``"old"``)."""
+    return target.parent / f".{target.name}.{kind}-{_HOST}-{os.getpid()}"
 
 
-def _stale(path: Path, host: str, pid: int) -> bool:
-    """Whether the process that made ``path`` is gone (so nothing will finish or remove it);
-    another machine's folders are never judged."""
-    if host != _HOST:
+def _over(parent: Path, match: re.Match[str]) -> bool:
+    """Whether the save that left the hidden folder ``match`` names is over, so that nothing
+    will finish or remove it: made on this machine by a process no longer running, or by
+    this one outside a save of its checkpoint. Another machine's folders are never judged."""
+    pid = int(match["pid"])
+    if match["host"] != _HOST:
         return False
     if pid == os.getpid():
-        return os.path.abspath(path) not in _ACTIVE
+        return os.path.abspath(parent / match["target"]) not in _SAVING
     try:
         os.kill(pid, 0)
-    except ProcessLookupError:
-        return True
-    except PermissionError:  # another user's running process
-        pass
+    except OSError as error:  # PermissionError: another user's running process
+        return isinstance(error, ProcessLookupError)
     return False
+
+
+def _complete(folder: Path) -> bool:
+    """Whether a new copy was written to the end: its ``checkpoint.json`` matches the
+    ``checkpoint.sha256`` a save writes last (its files are verified when it is loaded)."""
+    try:
+        read_metadata(folder)
+    except (BookError, OSError):
+        return False
+    return True
 
 
 def _say(message: str) -> None:
@@ -543,61 +523,38 @@ def _say(message: str) -> None:
 
 
 def tidy(parent: str | Path) -> list[Path]:
-    """Recover and clean the stale leftovers of saves in ``parent`` (see the module
+    """Recover and clean the leftovers of saves in ``parent`` that are over (see the module
     docstring); return the checkpoints recovered.
 
     Each recovery and removal is reported on stderr; a folder that cannot be renamed or
     removed (a read-only copy of a run) is reported and left as it is.
     """
     parent = Path(parent)
-    groups: dict[str, list[tuple[Path, str]]] = {}  # target -> [(folder, kind)]
+    groups: dict[str, list[tuple[str, Path]]] = {}  # target -> [(kind, folder)], old first
     for path in sorted(parent.iterdir()) if parent.is_dir() else []:
         match = _LEFTOVER.fullmatch(path.name)
-        if match and path.is_dir() and not path.is_symlink() and _stale(
-                path, match["host"], int(match["pid"])):
-            groups.setdefault(match["target"], []).append((path, match["kind"]))
+        if match and path.is_dir() and not path.is_symlink() and _over(parent, match):
+            groups.setdefault(match["target"], []).append((match["kind"], path))
     recovered = []
     for target, group in sorted(groups.items()):
         destination = parent / target
-        source = None if destination.exists() else _newest_complete(group)
-        if source is not None:
-            folder, kind = source
+        sources = [] if destination.exists() else sorted(
+            (kind, folder) for kind, folder in group if kind == "old" or _complete(folder))
+        if sources:
+            kind, source = sources[-1]  # a complete new copy, else the old one
             try:
-                os.replace(_copy_in(folder, kind), destination)
+                os.replace(source, destination)
             except OSError as error:
                 if not destination.exists():  # else another process recovered it just now
-                    _say(f"{destination}: could not recover it from {folder.name} ({error})")
+                    _say(f"{destination}: could not recover it from {source.name} ({error})")
             else:
                 recovered.append(destination)
                 what = "the new copy" if kind == "tmp" else "the previous copy"
-                _say(f"{destination}: recovered from {folder.name} ({what}; a save was "
+                _say(f"{destination}: recovered from {source.name} ({what}; a save was "
                      "interrupted before renaming it into place)")
-        for folder, _ in group:
+        for _, folder in group:
             if folder.exists():
                 shutil.rmtree(folder, ignore_errors=True)
                 state = "could not remove" if folder.exists() else "removed"
                 _say(f"{parent}: {state} {folder.name}, left by an interrupted checkpoint save")
     return recovered
-
-
-def _copy_in(folder: Path, kind: str) -> Path:
-    """The checkpoint a leftover holds: the folder itself (``tmp``) or its ``previous``."""
-    return folder if kind == "tmp" else folder / "previous"
-
-
-def _newest_complete(group: list[tuple[Path, str]]) -> tuple[Path, str] | None:
-    """The copy to recover a missing checkpoint from: of those complete (``checkpoint.json``
-    matches ``checkpoint.sha256``, the file a save writes last), the one of the highest step,
-    the new copy before the previous at one step; else the previous copy as it was. The
-    files are verified once, when the recovered checkpoint is loaded."""
-    complete: list[tuple[int, bool, str, tuple[Path, str]]] = []
-    previous: tuple[Path, str] | None = None
-    for folder, kind in group:
-        checkpoint = _copy_in(folder, kind)
-        if not checkpoint.is_dir():
-            continue
-        previous = (folder, kind) if kind == "old" else previous
-        with contextlib.suppress(BookError, OSError):
-            step = read_metadata(checkpoint)["step"]
-            complete.append((step, kind == "tmp", folder.name, (folder, kind)))
-    return max(complete)[3] if complete else previous
