@@ -146,24 +146,7 @@ def save_checkpoint(
         "sha256": {name: hashlib.sha256(data).hexdigest() for name, data in files.items()},
         "extra": extra})
     files[METADATA], files[METADATA_HASH] = manifest, _stamp(manifest).encode()
-    target = Path(directory)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tidy(target.parent)  # leftovers of an interrupted save: recovered or removed
-    _SAVING.add(os.path.abspath(target))  # its hidden folders are no leftovers meanwhile
-    try:
-        temp = _hidden(target, "tmp")
-        temp.mkdir()
-        try:
-            for name, data in files.items():  # checkpoint.sha256 last: the folder is complete
-                atomic_write_bytes(temp / name, data)
-            fsync_path(temp)
-            _swap_in(temp, target)
-        except BaseException:
-            shutil.rmtree(temp, ignore_errors=True)
-            raise
-    finally:
-        _SAVING.discard(os.path.abspath(target))
-    return target
+    return _write(files, Path(directory))
 
 
 def _json_ready(value: Any, argument: str) -> Any:
@@ -194,6 +177,27 @@ def _split_tied(state: dict[str, torch.Tensor]) -> tuple[dict[str, torch.Tensor]
             tensors[name] = tensor.detach().to("cpu", memory_format=torch.contiguous_format,
                                                copy=True)
     return tensors, tied
+
+
+def _write(files: dict[str, bytes], target: Path) -> Path:
+    """Write ``files``, each flushed, in order (``checkpoint.sha256`` last: then the folder
+    is complete) into this process's hidden sibling of ``target``, and swap it in."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tidy(target.parent)  # leftovers of an interrupted save: recovered or removed
+    temp, key = _hidden(target, "tmp"), os.path.abspath(target)
+    _SAVING.add(key)  # the hidden folders of this save are no leftovers while it runs
+    try:
+        temp.mkdir()
+        for name, data in files.items():
+            atomic_write_bytes(temp / name, data)
+        fsync_path(temp)
+        _swap_in(temp, target)
+    except BaseException:
+        shutil.rmtree(temp, ignore_errors=True)
+        raise
+    finally:
+        _SAVING.discard(key)
+    return target
 
 
 def _swap_in(temp: Path, target: Path) -> None:
