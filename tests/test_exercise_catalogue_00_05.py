@@ -23,6 +23,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from transformer_book.course.exercises.core import REGISTRY, foreign_origin, load_all, run_check
+from transformer_book.nn.attention import AdditiveScore
 
 FORBIDDEN = "which this exercise asks you not to"
 
@@ -301,6 +302,22 @@ def gru_cell_six_matrices(x, h, weight_ih, weight_hh, bias_ih, bias_hh):
     return n + z * (h - n)  # (1 - z) n + z h, rearranged
 
 
+def gru_cell_lerp(x, h, weight_ih, weight_hh, bias_ih, bias_hh):  # the mix as torch.lerp
+    r_i, z_i, n_i = F.linear(x, weight_ih, bias_ih).chunk(3, dim=-1)
+    r_h, z_h, n_h = F.linear(h, weight_hh, bias_hh).chunk(3, dim=-1)
+    z = torch.sigmoid(z_i + z_h)
+    return torch.lerp(torch.tanh(n_i + torch.sigmoid(r_i + r_h) * n_h), h, z)
+
+
+def gru_textbook_attempt(x, h, weight_ih, weight_hh, bias_ih, bias_hh):  # 02.2's first attempt
+    r_x, z_x, n_x = (x @ weight_ih.T + bias_ih).chunk(3, dim=-1)
+    w_hr, w_hz, w_hn = weight_hh.chunk(3)
+    b_hr, b_hz, b_hn = bias_hh.chunk(3)
+    r = torch.sigmoid(r_x + h @ w_hr.T + b_hr)
+    z = torch.sigmoid(z_x + h @ w_hz.T + b_hz)
+    return z * torch.tanh(n_x + (r * h) @ w_hn.T + b_hn) + (1 - z) * h
+
+
 def gru_swapped_gates(x, h, weight_ih, weight_hh, bias_ih, bias_hh):  # rows read as [z; r; n]
     z_i, r_i, n_i = (x @ weight_ih.T + bias_ih).chunk(3, dim=-1)
     z_h, r_h, n_h = (h @ weight_hh.T + bias_hh).chunk(3, dim=-1)
@@ -478,6 +495,35 @@ def additive_score_einsum(q, k, W_q, W_k, v):
     features = torch.tanh(torch.einsum("...qd,dh->...qh", q, W_q)[..., :, None, :]
                           + torch.einsum("...kd,dh->...kh", k, W_k)[..., None, :, :])
     return torch.einsum("...qkh,h->...qk", features, v)
+
+
+def additive_score_query_loop(q, k, W_q, W_k, v):  # one query at a time: L_k h activations
+    keys = k @ W_k  # (..., L_k, h)
+    rows = [torch.tanh((q[..., i, :] @ W_q).unsqueeze(-2) + keys) @ v
+            for i in range(q.shape[-2])]  # L_q x (..., L_k)
+    return torch.stack(rows, dim=-2)
+
+
+def score_separable(q, k, W_q, W_k, v):  # 04.2's first attempt: tanh of each part apart
+    return ((torch.tanh(q @ W_q) @ v).unsqueeze(-1)
+            + (torch.tanh(k @ W_k) @ v).unsqueeze(-2))
+
+
+def score_pairs_i_i(q, k, W_q, W_k, v):  # no broadcast: query i against key i only
+    return torch.tanh(q @ W_q + k @ W_k) @ v
+
+
+def score_projection_transposed(q, k, W_q, W_k, v):  # W_q read as (h, d_q), like nn.Linear
+    return additive_score(q, k, W_q.T, W_k.T, v)
+
+
+def score_wraps_additive_score(q, k, W_q, W_k, v):  # the package's module, weights copied in
+    module = AdditiveScore(W_q.shape[0], W_k.shape[0], W_q.shape[1]).to(q.dtype)
+    with torch.no_grad():
+        module.w_q.weight.copy_(W_q.T)
+        module.w_k.weight.copy_(W_k.T)
+        module.w_v.weight.copy_(v.unsqueeze(0))
+        return module(q, k)
 
 
 def score_transposed(q, k, W_q, W_k, v):  # (L_k, L_q) instead of (L_q, L_k)
@@ -723,10 +769,10 @@ RIGHT = {
     "01.2": [expected_padding, expected_padding_pmf, expected_padding_exact,
              expected_padding_tensor],
     "02.1": [stacked_rnn_forward, stacked_rnn_projects_first],
-    "02.2": [gru_cell, gru_cell_six_matrices],
+    "02.2": [gru_cell, gru_cell_six_matrices, gru_cell_lerp],
     "03.1": [causal_conv1d, causal_conv1d_torch, causal_conv1d_unfold, causal_conv1d_tap_sum],
     "03.2": [bytenet_layers, bytenet_walk, bytenet_as_tensor],
-    "04.2": [additive_score, additive_score_einsum],
+    "04.2": [additive_score, additive_score_einsum, additive_score_query_loop],
     "04.3": [masked_softmax, masked_softmax_nan_to_zero, masked_softmax_by_hand],
     "05.1": [strength_for, strength_for_logit, strength_for_float32],
     "05.2": [softmax_jacobian, jacobian_own_softmax_eye, jacobian_complex_step,
@@ -778,6 +824,7 @@ WRONG = [
     ("02.1", rnn_wraps_nn_rnn, "calls torch.rnn_tanh, " + FORBIDDEN, "wraps-nn.RNN"),
     ("02.1", rnn_wraps_rnn_cell, "calls torch.rnn_tanh_cell, " + FORBIDDEN,
      "wraps-torch.rnn_tanh_cell"),
+    ("02.2", gru_textbook_attempt, VALUES, "the-exercise's-first-attempt"),
     ("02.2", gru_swapped_gates, VALUES, "gates-read-as-z-r-n"),
     ("02.2", gru_reset_before_product, VALUES, "reset-inside-the-product"),
     ("02.2", gru_swapped_interpolation, VALUES, "z-n-plus-1-minus-z-h"),
@@ -799,9 +846,16 @@ WRONG = [
     ("03.2", bytenet_counts_inputs, VALUES, "a-block-adds-k-r"),
     ("03.2", bytenet_at_least_one, VALUES, "n-1-needs-one-layer"),
     ("03.2", bytenet_n_not_n_minus_1, VALUES, "n-positions-back-not-n-1"),
-    # the shapes differ, or (when a fresh draw makes L_q = L_k) the values
-    ("04.2", score_transposed, rf"(for .+, expected shape \(.*\), received shape|{VALUES})",
-     "transposed-L_k-L_q"),
+    ("04.2", score_separable, VALUES, "the-exercise's-first-attempt"),
+    # the first case has L_q = 3 != L_k = 5 and d_q = 2 != h = 6, whatever the draws
+    ("04.2", score_pairs_i_i, r"for q of shape \(3, 2\), k of shape \(5, 4\) and hidden size "
+     r"6, your function raised RuntimeError", "pairs-i-i-only"),
+    ("04.2", score_projection_transposed, r"for q of shape \(3, 2\), .* your function raised "
+     r"RuntimeError", "projection-read-as-out-in"),
+    ("04.2", score_wraps_additive_score, r"your function raised RuntimeError: this exercise "
+     r"writes the additive score itself", "wraps-AdditiveScore"),
+    ("04.2", score_transposed, r"for q of shape \(3, 2\), k of shape \(5, 4\) and hidden size "
+     r"6, expected shape \(3, 5\), received shape \(5, 3\)", "transposed-L_k-L_q"),
     ("04.2", score_without_tanh, VALUES, "forgets-tanh"),
     ("04.2", score_sums_hidden, VALUES, "sums-instead-of-v"),
     ("04.2", score_tanh_last, VALUES, "tanh-after-v"),

@@ -23,6 +23,10 @@ def test_merge_pair_is_left_to_right_and_non_overlapping() -> None:
 def test_a_counterexample_passes_and_non_counterexamples_fail() -> None:
     assert run_check("01.1", lambda: (("es", "t"), ("s", "t"))).passed
     assert run_check("01.1", lambda: (("Ġl", "o", "w"), ("l", "o"))).passed
+    verdict = run_check("01.1", lambda: (("Ġn", "e", "w", "es", "t"), ("s", "t"))).detail
+    # stored under the book's solution toggle, the verdict must not answer the exercise
+    assert "es" not in verdict.split(": ", 1)[1] and "boundary" not in verdict, verdict
+    assert "5 symbols" in verdict and "4 symbols against 5" in verdict, verdict
     overlap = run_check("01.1", lambda: (("a", "a", "a"), ("a", "a")))
     assert overlap.status == "failed" and "not a counterexample" in overlap.detail
     spaced = run_check("01.1", lambda: (("a b", "c"), ("b", "c")))

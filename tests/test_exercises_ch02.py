@@ -6,7 +6,7 @@ import torch
 from torch import nn
 
 from transformer_book.course.exercises import run_check
-from transformer_book.course.exercises.ch02 import _package_stack
+from transformer_book.course.exercises.ch02 import _package_stack, gru_first_attempt
 
 
 def stacked_rnn_forward(x, h0, layers):
@@ -99,3 +99,59 @@ def test_stubs_are_not_attempted() -> None:
 
     assert run_check("02.1", stub).status == "not attempted"
     assert run_check("02.2", stub).status == "not attempted"
+
+
+def _gru_with_gates(hold: str) -> nn.GRUCell:
+    """A random nn.GRUCell(4, 3) in float64, its gates (rows [r; z; n]) held as named."""
+    torch.manual_seed(3)
+    cell = nn.GRUCell(4, 3, dtype=torch.float64)
+    with torch.no_grad():
+        if "r = 1" in hold:
+            cell.bias_ih[0:3] = 40.0
+        if "z = 1/2" in hold:
+            for parameter in cell.parameters():
+                parameter[3:6] = 0.0
+        if hold == "z = 1":
+            cell.bias_ih[3:6] = 40.0
+    return cell
+
+
+def test_the_first_attempt_agrees_only_where_the_exercise_says() -> None:
+    """02.2 (a): with r = 1 and z = 1/2 both wrong lines are right; z = 1 keeps h in
+    nn.GRUCell and returns the candidate in the attempt."""
+    generator = torch.Generator().manual_seed(0)
+    x = torch.randn(5, 4, generator=generator, dtype=torch.float64)
+    h = torch.randn(5, 3, generator=generator, dtype=torch.float64)
+
+    def both(hold):
+        cell = _gru_with_gates(hold)
+        weights = (cell.weight_ih, cell.weight_hh, cell.bias_ih, cell.bias_hh)
+        with torch.no_grad():
+            return gru_first_attempt(x, h, *weights), cell(x, h)
+
+    attempt, cell = both("random")
+    assert (attempt - cell).abs().max() > 0.05
+    for one_gate in ("r = 1", "z = 1/2"):  # either line alone still differs
+        attempt, cell = both(one_gate)
+        assert (attempt - cell).abs().max() > 1e-3, one_gate
+    attempt, cell = both("r = 1, z = 1/2")
+    assert torch.allclose(attempt, cell, atol=1e-12, rtol=0)
+    attempt, cell = both("z = 1")
+    assert torch.allclose(cell, h, atol=1e-12) and (attempt - h).abs().max() > 0.05
+
+
+def test_the_first_attempt_fails_the_check_and_cannot_be_handed_in() -> None:
+    def copied(*args):
+        return gru_first_attempt(*args)
+
+    result = run_check("02.2", copied)
+    assert result.status == "failed" and "random weights" in result.detail, result.detail
+    assert "expected" in result.detail and "received" in result.detail
+    imported = run_check("02.2", gru_first_attempt)
+    assert imported.status == "failed" and "not your own function" in imported.detail
+
+
+def test_the_verdict_does_not_answer_the_prediction() -> None:
+    """The passing verdict is stored above the exercise's written answer in the book."""
+    detail = run_check("02.2", gru_cell).detail
+    assert "keeps" not in detail and "old state" not in detail, detail

@@ -4,7 +4,9 @@
   the package's :class:`~transformer_book.baselines.rnn.RNNCell` unrolled layer by layer and with
   ``torch.nn.RNN(num_layers=k)``.
 - 02.2 ``gru_cell(x, h, weight_ih, weight_hh, bias_ih, bias_hh)``: one GRU step (Cho et al.,
-  2014), compared with ``torch.nn.GRUCell``.
+  2014), compared with ``torch.nn.GRUCell``. The exercise hands the learner
+  :func:`gru_first_attempt`, a step written from a textbook's equations that differs from
+  ``nn.GRUCell`` in two lines, to predict, measure and fix.
 
 Neither may run torch's own recurrent kernels (``nn.RNN``, ``nn.RNNCell``, ``nn.GRUCell``,
 ``nn.GRU``): the exercise is to write the step.
@@ -25,6 +27,8 @@ from transformer_book.course.exercises.core import (
     fresh_generator,
     random_int,
 )
+
+__all__ = ["gru_first_attempt"]
 
 DTYPE = torch.float64
 
@@ -102,26 +106,65 @@ def check_stacked_rnn_forward(stacked_rnn_forward) -> str:
             "fresh random float64 cases (1 to 3 layers, including L = 1 and B = H = 1)")
 
 
+def gru_first_attempt(x: torch.Tensor, h: torch.Tensor, weight_ih: torch.Tensor,
+                      weight_hh: torch.Tensor, bias_ih: torch.Tensor,
+                      bias_hh: torch.Tensor) -> torch.Tensor:
+    """The GRU step of exercise 02.2, with its two departures from ``nn.GRUCell``.
+
+    ``x (B, I)``, ``h (B, H)``, weights stacked by gate ``[r; z; n]`` as in ``nn.GRUCell``
+    (``weight_ih (3H, I)``, ``weight_hh (3H, H)``, biases ``(3H,)``) -> ``h' (B, H)``. The
+    reset gate multiplies ``h`` before the product with ``W_hn``, as Cho et al. (2014) write
+    it, and the update gate mixes ``z n + (1 - z) h``, as some textbooks do.
+    """
+    r_x, z_x, n_x = (x @ weight_ih.T + bias_ih).chunk(3, dim=-1)  # (B, 3H) -> 3 x (B, H)
+    w_hr, w_hz, w_hn = weight_hh.chunk(3)  # (3H, H) -> 3 x (H, H)
+    b_hr, b_hz, b_hn = bias_hh.chunk(3)  # (3H,) -> 3 x (H,)
+    r = torch.sigmoid(r_x + h @ w_hr.T + b_hr)
+    z = torch.sigmoid(z_x + h @ w_hz.T + b_hz)
+    n = torch.tanh(n_x + (r * h) @ w_hn.T + b_hn)
+    return z * n + (1 - z) * h
+
+
+def _hold_gates(cell: nn.GRUCell, kind: str) -> None:
+    """Saturate or fix a gate of ``cell`` (rows ``[r; z; n]``) as ``kind`` names it."""
+    hidden = cell.hidden_size
+    rows = {"reset": slice(0, hidden), "update": slice(hidden, 2 * hidden)}
+    with torch.no_grad():
+        if "reset gate open" in kind:
+            cell.bias_ih[rows["reset"]] = 30.0  # r = sigmoid(30 + ...) ≈ 1
+        if "reset gate shut" in kind:
+            cell.bias_ih[rows["reset"]] = -30.0  # r ≈ 0
+        if "update gate at 1/2" in kind:  # z = sigmoid(0) = 1/2 exactly
+            for name in ("weight_ih", "weight_hh", "bias_ih", "bias_hh"):
+                getattr(cell, name)[rows["update"]] = 0.0
+        if "update gate saturated" in kind:
+            cell.bias_ih[rows["update"]] = 30.0  # z ≈ 1
+
+
 @exercise("02.2", "GRU cell", forbids=[Calls(
     {"gru_cell", "gru"},
     advice="compute the gates r and z, the candidate n and h' yourself instead of running "
     "nn.GRUCell or nn.GRU")])
 def check_gru_cell(gru_cell) -> str:
-    """``gru_cell(x, h, weight_ih, weight_hh, bias_ih, bias_hh)`` equals nn.GRUCell."""
+    """``gru_cell(x, h, weight_ih, weight_hh, bias_ih, bias_hh)`` equals nn.GRUCell.
+
+    Ten random cells, then edge cases: ``B = I = H = 1``, each gate saturated or held. The
+    random cells catch every departure from ``nn.GRUCell`` (gate order, the reset gate's
+    place, the mix); the held gates make a departure that survives them name its line.
+    """
     generator = fresh_generator()
     cases = []
     for _ in range(10):
         batch, input_size, hidden = (random_int(1, 5, generator), random_int(1, 7, generator),
                                      random_int(1, 7, generator))
         cases.append((batch, input_size, hidden, "random weights"))
-    cases += [(1, 1, 1, "B = I = H = 1"), (3, 4, 5, "update gate shut (z ≈ 1 keeps h)")]
+    cases += [(1, 1, 1, "B = I = H = 1"), (3, 4, 5, "update gate saturated"),
+              (3, 4, 5, "reset gate shut"), (2, 3, 4, "reset gate open")]
     for batch, input_size, hidden, kind in cases:
         with torch.random.fork_rng(devices=[]):
             cell = nn.GRUCell(input_size, hidden, dtype=DTYPE)
         _randomise(cell, generator, float(torch.empty(1).uniform_(0.3, 1.5, generator=generator)))
-        if kind.startswith("update gate"):
-            with torch.no_grad():
-                cell.bias_ih[hidden:2 * hidden] = 30.0  # rows [r; z; n]: z saturates at 1
+        _hold_gates(cell, kind)
         x = torch.randn(batch, input_size, generator=generator, dtype=DTYPE)
         h = torch.randn(batch, hidden, generator=generator, dtype=DTYPE)
         what = f"B={batch}, I={input_size}, H={hidden} ({kind})"
@@ -132,4 +175,4 @@ def check_gru_cell(gru_cell) -> str:
         received = attempt(gru_cell, x.clone(), h.clone(), *weights, what=what)
         expect_close(received, expected, what=what, atol=1e-10, rtol=1e-8)
     return (f"matched torch.nn.GRUCell on {len(cases)} fresh random float64 cases, "
-            "including B = I = H = 1 and a shut update gate that keeps the old state")
+            "B = I = H = 1 and saturated gates included")

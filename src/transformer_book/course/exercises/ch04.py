@@ -1,6 +1,16 @@
-"""Checkers for chapter 04 (attention as weighted averaging)."""
+"""Checkers for chapter 04 (attention as weighted averaging).
+
+- 04.2 ``additive_score(q, k, W_q, W_k, v)``: the additive score of every query-key pair,
+  compared with :class:`~transformer_book.nn.attention.AdditiveScore` holding the same
+  weights. The exercise hands the learner :func:`additive_score_first_attempt`, which scores
+  queries and keys apart to avoid the ``(..., L_q, L_k, h)`` tensor, to predict, measure and
+  fix; while the learner's function runs, ``AdditiveScore`` refuses to run.
+- 04.3 ``masked_softmax(scores, mask)``: compared with the package's ``masked_softmax``.
+"""
 
 from __future__ import annotations
+
+import contextlib
 
 import torch
 
@@ -14,12 +24,50 @@ from transformer_book.course.exercises.core import (
 )
 from transformer_book.nn.attention import AdditiveScore, masked_softmax
 
+__all__ = ["additive_score_first_attempt"]
+
+
+def additive_score_first_attempt(q: torch.Tensor, k: torch.Tensor, W_q: torch.Tensor,
+                                 W_k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    """The additive score of exercise 04.2, with its bug: the tanh applied to the query's and
+    the key's projections apart, ``v·tanh(W_qᵀ q_i) + v·tanh(W_kᵀ k_j)``, which needs no
+    ``(..., L_q, L_k, h)`` tensor.
+
+    ``q (..., L_q, d_q)``, ``k (..., L_k, d_k)``, ``W_q (d_q, h)``, ``W_k (d_k, h)``,
+    ``v (h,)`` -> ``(..., L_q, L_k)``.
+    """
+    query_part = torch.tanh(q @ W_q) @ v  # (..., L_q, h) @ (h,) -> (..., L_q)
+    key_part = torch.tanh(k @ W_k) @ v  # (..., L_k, h) @ (h,) -> (..., L_k)
+    # (..., L_q, 1) + (..., 1, L_k) -> (..., L_q, L_k)
+    return query_part.unsqueeze(-1) + key_part.unsqueeze(-2)
+
+
+@contextlib.contextmanager
+def _package_score_refused():
+    """While it is open, :class:`AdditiveScore` (and the modules built on it) raise: 04.2
+    asks for the score written out, not for the package's module holding the weights."""
+    original = AdditiveScore.forward
+
+    def refuse(self, *args, **kwargs):
+        raise RuntimeError("this exercise writes the additive score itself: compute it from "
+                           "q, k, W_q, W_k and v rather than with transformer_book's "
+                           "AdditiveScore")
+
+    AdditiveScore.forward = refuse
+    try:
+        yield
+    finally:
+        AdditiveScore.forward = original
+
 
 @exercise("04.2", "additive_score")
 def check_additive_score(additive_score) -> str:
-    """``additive_score(q, k, W_q, W_k, v)`` equals :class:`AdditiveScore` with those weights."""
+    """``additive_score(q, k, W_q, W_k, v)`` equals :class:`AdditiveScore` with those weights,
+    on fresh inputs with 0 to 2 batch dimensions. The first case has ``L_q != L_k`` and
+    ``d_q != d_k``, so that a score of the pairs ``(i, i)`` alone, a transposed score or a
+    projection read the wrong way round fails on its shape there, whatever the draws."""
     generator = fresh_generator()
-    cases = []
+    cases = [((), 3, 5, 2, 4, 6)]  # L_q != L_k, d_q != d_k != h
     for batch in [(), (), (2,), (3,), (2, 3)]:
         l_q, l_k = random_int(1, 5, generator), random_int(1, 6, generator)
         d_q, d_k, hidden = (random_int(1, 7, generator) for _ in range(3))
@@ -34,14 +82,16 @@ def check_additive_score(additive_score) -> str:
         w_q = torch.randn(d_q, hidden, generator=generator, dtype=torch.float64)
         w_k = torch.randn(d_k, hidden, generator=generator, dtype=torch.float64)
         v = torch.randn(hidden, generator=generator, dtype=torch.float64)
-        reference = AdditiveScore(d_q, d_k, hidden).double()
+        with torch.random.fork_rng(devices=[]):  # the notebook's global RNG stays as it was
+            reference = AdditiveScore(d_q, d_k, hidden).double()
         with torch.no_grad():
             reference.w_q.weight.copy_(w_q.T)  # nn.Linear stores (out, in)
             reference.w_k.weight.copy_(w_k.T)
             reference.w_v.weight.copy_(v.unsqueeze(0))  # (hidden,) -> (1, hidden)
             expected = reference(q, k)  # (..., L_q, L_k)
-        received = attempt(additive_score, q.clone(), k.clone(), w_q.clone(), w_k.clone(),
-                           v.clone(), what=what)
+        with _package_score_refused():
+            received = attempt(additive_score, q.clone(), k.clone(), w_q.clone(), w_k.clone(),
+                               v.clone(), what=what)
         expect_close(received, expected, what=what, atol=1e-9, rtol=1e-7)
     return (
         f"matched transformer_book.nn.attention.AdditiveScore (same weights) on {len(cases)} fresh "
