@@ -148,3 +148,136 @@ def test_beam_tree_figure_draws_each_node_once():
 def test_bad_arguments_are_refused_by_name(call, message):
     with pytest.raises(BookError, match=message):
         call()
+
+
+# --------------------------------------------------------------------------- chapter diagrams
+
+
+def test_path_length_figure_measures_its_layer_counts():
+    from transformer_book.baselines.conv import path_length_convs2s, path_length_dilated
+
+    fig = D.path_length_figure(n=8, kernel_size=3)
+    check_rendered(fig)
+    words = texts(fig)
+    # measured from gradients on the package's stacks; the closed forms must agree
+    assert f"{path_length_dilated(8, 2, 2)} layers (log₂ 8" in words
+    assert f"{path_length_convs2s(8, 3)} layers" in words
+    assert "7 sequential steps" in words and "1 layer" in words
+    wider = D.path_length_figure(n=12, kernel_size=5)
+    assert f"{path_length_convs2s(12, 5)} layers" in texts(wider)
+    assert "11 sequential steps" in wider.alt_text
+
+
+def test_weighted_average_figure_prints_the_average_it_computes():
+    fig = D.weighted_average_figure((0.2, 0.5, 0.3), ("A", "B", "C"), size=3, seed=1)
+    check_rendered(fig)
+    assert "Output = 0.2·A + 0.5·B + 0.3·C" in texts(fig) and "towards B" in fig.alt_text
+    numbers = [float(t.get_text().replace("−", "-")) for t in fig.axes[0].texts
+               if t.get_text().replace("−", "-").replace(".", "").lstrip("-").isdigit()]
+    a, b, c, out = (numbers[i:i + 3] for i in range(0, 12, 3))
+    expected = [0.2 * x + 0.5 * y + 0.3 * z for x, y, z in zip(a, b, c, strict=True)]
+    assert out == pytest.approx(expected, abs=0.006)
+
+
+def test_training_pipeline_figure_draws_real_batches_and_targets(multi30k_dir):
+    from transformer_book.data.batching import TokenBudgetSampler
+    from transformer_book.data.multi30k import load_multi30k
+    from transformer_book.data.tokenizer import BPETokenizer
+
+    pairs = load_multi30k("val", data_dir=multi30k_dir)[:10]
+    tokenizer = BPETokenizer.train([s for p in pairs for s in p], vocab_size=300)
+    fig = D.training_pipeline_figure(pairs, tokenizer, max_tokens=120, smoothing=0.2,
+                                     model=Transformer(TransformerConfig.preset(
+                                         "tiny", vocab_size=300)))
+    check_rendered(fig)
+    src = [len(tokenizer.encode(s, add_eos=True)) for s, _ in pairs]
+    tgt = [len(tokenizer.encode(t, add_eos=True)) for _, t in pairs]
+    batches = TokenBudgetSampler(src, 120, tgt_lengths=tgt, shuffle=False).batches()
+    words = texts(fig)
+    assert f"{len(batches)} batches" in words and f"{len(batches)} batches" in fig.alt_text
+    first = batches[0]
+    assert f"{len(first)} × {max(src[i] for i in first)} = " in words
+    assert f"{1 - 0.2 + 0.2 / 300:.3f} on the right token" in words
+    assert "N = 2, d_model = 64, h = 4" in words and "V = 300" in words
+    assert pairs[0][1][:20] in words
+
+
+def test_book_loop_positions_parallel_and_knobs_figures_read_their_inputs():
+    loop = D.book_loop_figure()
+    check_rendered(loop)
+    assert "13 Ablations" in texts(loop) and "14 chapters in 3 parts" in loop.alt_text
+    positions = D.positions_figure(("dog", "bites", "man"))
+    check_rendered(positions)
+    assert "max |Δ| < 1e-12" in texts(positions), "without positions: equivariant"
+    moved = float(positions.alt_text.split("differ by up to ")[1].rstrip("."))
+    assert moved > 0.05, "with positions, the moved token's output changes"
+    lengths = [3, 5, 4, 9, 7, 2, 8, 6, 5, 4, 3, 7]
+    ddp = D.data_parallel_figure(lengths, max_tokens=16, world_size=3)
+    check_rendered(ddp)
+    from transformer_book.data.batching import TokenBudgetSampler
+
+    shares = [len(TokenBudgetSampler(lengths, 16, num_replicas=3, rank=r)) for r in range(3)]
+    assert all(f"rank {r}\n{n} batches" in texts(ddp) for r, n in enumerate(shares))
+    assert "--nproc_per_node=3" in texts(ddp)
+    config = TransformerConfig.preset("tiny", vocab_size=50, num_heads=2, dropout=0.3,
+                                      label_smoothing=0.05, positional="learned")
+    knobs = D.table3_knobs_figure(config)
+    check_rendered(knobs)
+    words = texts(knobs)
+    assert "h = 2" in words and f"d_k = {config.d_k}" in words and "P_drop = 0.3" in words
+    assert "ε_ls = 0.05" in words and "positions: learned" in words
+
+
+def test_beam_tree_is_built_from_a_real_beam_search():
+    import torch
+
+    from transformer_book.inference.beam import BeamTrace, beam_search
+
+    torch.manual_seed(0)
+    small = model(dropout=0.0).eval()
+    trace = BeamTrace()
+    beam_search(small, torch.tensor([[5, 6, 7]]), beam_size=2, max_len_a=0,
+                          max_len_b=4, trace=trace)
+    tree = D.beam_tree(trace, lambda i: f"t{i}")
+    fig = D.beam_tree_figure(tree)
+    check_rendered(fig)
+    first_step = trace.steps[0][0]
+    assert [child.token for child in tree.children] == [f"t{c.token}" for c in first_step]
+    assert [child.log_prob for child in tree.children] == [c.log_prob for c in first_step]
+    kept = sum(c.status == "kept" for step in trace.steps[0] for c in step)
+    assert f"{kept + 1} kept prefixes" in fig.alt_text, "every kept candidate and the root"
+    short = D.beam_tree(trace, lambda i: f"t{i}", max_steps=2)
+    assert all(not grandchild.children for child in short.children
+               for grandchild in child.children)
+
+
+@pytest.mark.parametrize(("call", "message"), [
+    (lambda: D.path_length_figure(n=2), r"n: expected an int in \[3, 12\]"),
+    (lambda: D.path_length_figure(kernel_size=1), r"kernel_size: expected an int in \[2, 5\]"),
+    (lambda: D.weighted_average_figure((0.5, 0.6, 0.1)), "weights: expected numbers that sum"),
+    (lambda: D.weighted_average_figure((0.5, 0.5)), "weights: expected 3 numbers"),
+    (lambda: D.weighted_average_figure((1.5, -0.5), ("A", "B")), r"weights: expected numbers in"),
+    (lambda: D.training_pipeline_figure([("a", "b")] * 3, "tokenizer"),
+     "tokenizer: expected a BPETokenizer"),
+    (lambda: D.book_loop_figure("map"), "chapters: expected 1 to 4"),
+    (lambda: D.positions_figure(("dog", "dog")), "tokens: expected 2 or more distinct"),
+    (lambda: D.positions_figure(size=3), "size: expected an even size"),
+    (lambda: D.data_parallel_figure([3, 4], 8, world_size=4), "lengths: expected at least 4"),
+    (lambda: D.data_parallel_figure([3] * 8, 8, world_size=1), r"world_size: expected an int"),
+    (lambda: D.table3_knobs_figure(model()), "config: expected a TransformerConfig"),
+    (lambda: D.beam_tree([], str), "trace: expected a BeamTrace filled by beam_search"),
+])
+def test_chapter_diagrams_refuse_bad_arguments_by_name(call, message):
+    with pytest.raises(BookError, match=message):
+        call()
+
+
+def test_training_pipeline_figure_refuses_a_budget_below_the_longest_sentence():
+    from transformer_book.data.tokenizer import BPETokenizer
+
+    pairs = [("ein Hund", "a dog"), ("eine Katze läuft", "a cat runs")]
+    tokenizer = BPETokenizer.train([s for p in pairs for s in p], vocab_size=270)
+    with pytest.raises(BookError, match="max_tokens: expected an int >= the longest"):
+        D.training_pipeline_figure(pairs, tokenizer, max_tokens=2)
+    with pytest.raises(BookError, match=r"smoothing: expected a number in \[0, 1\)"):
+        D.training_pipeline_figure(pairs, tokenizer, smoothing=1.0)

@@ -4,159 +4,72 @@
     fig = qkv_figure(("The", "dog", "is", "eating"))
     fig.alt_text                         # one sentence for the cell's mystnb.image.alt
 
-Every function returns a :class:`Diagram`: a :class:`~transformer_book.course.figures.BookFigure`
-that carries its ``alt_text`` (also written into the PNG as its ``Description``). The
-layouts fit the book's code column (at most 7 in wide at the book's display density).
+Every function returns a :class:`~transformer_book.course.figures.drawing.Diagram`: a
+:class:`~transformer_book.course.figures.BookFigure` that carries its ``alt_text`` (also
+written into the PNG as its ``Description``). The layouts fit the book's code column (at
+most 7 in wide at the book's display density). The diagrams of the other chapters (path
+lengths, the training pipeline, weighted averaging, the book's loop, positions, data
+parallelism, Table 3's knobs) live in :mod:`~transformer_book.course.figures.chapter_diagrams`
+and are importable from here too.
 """
 
 from __future__ import annotations
 
-import io
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import matplotlib
 import numpy as np
 import torch
 from matplotlib.axes import Axes
-from matplotlib.colors import to_rgb
 from matplotlib.patches import Circle, FancyBboxPatch, Rectangle
 from torch import nn
 
-from transformer_book.course.figures import DISPLAY_DPI, PALETTE, PIXEL_DENSITY, BookFigure
+from transformer_book.course.figures import PALETTE
+from transformer_book.course.figures.chapter_diagrams import (
+    book_loop_figure,
+    data_parallel_figure,
+    path_length_figure,
+    positions_figure,
+    table3_knobs_figure,
+    training_pipeline_figure,
+    weighted_average_figure,
+)
+from transformer_book.course.figures.drawing import (
+    ATTENTION,
+    CROSS,
+    EMBED,
+    FFN,
+    FONT,
+    NORM,
+    OUTPUT,
+    Diagram,
+    arrow,
+    box,
+    canvas,
+    check_count,
+    check_tokens,
+    grid,
+    label_width,
+    line,
+    solid,
+    tint,
+    title,
+    values,
+)
+from transformer_book.inference.beam import BeamTrace
 from transformer_book.nn.attention import causal_mask, padding_mask
 from transformer_book.nn.layers import EncoderLayer
 from transformer_book.nn.transformer import Transformer
 from transformer_book.util.validation import is_integer, is_real, require
 
-__all__ = ["BEAM_STATUSES", "BeamNode", "Diagram", "beam_tree_figure", "cross_attention_figure",
-           "kv_cache_figure", "mask_figure", "multi_head_figure", "qkv_figure",
-           "recurrence_vs_attention_figure", "transformer_figure"]
-
-WIDTH = 7.0  # inches: 770 px at DISPLAY_DPI, inside the book's 784-px column
-FONT = 8.5  # points; nothing is drawn smaller than 8
-
-
-class Diagram(BookFigure):
-    """A :class:`BookFigure` with a one-sentence ``alt_text`` for readers who cannot see it."""
-
-    def __init__(self, alt_text: str, width: float, height: float) -> None:
-        super().__init__(figsize=(width, height), layout="constrained")
-        require(isinstance(alt_text, str) and alt_text.strip() != "", "alt_text",
-                "a non-empty sentence", repr(alt_text))
-        self.alt_text = alt_text
-
-    def _repr_png_(self) -> bytes:
-        buffer = io.BytesIO()
-        self.savefig(buffer, format="png", dpi=DISPLAY_DPI * PIXEL_DENSITY,
-                     metadata={"Description": self.alt_text})
-        return buffer.getvalue()
-
-
-# --------------------------------------------------------------------------- drawing kit
-
-
-def _tint(colour: str, amount: float = 0.7) -> tuple[float, float, float]:
-    """``colour`` mixed with ``amount`` of white: a box's face."""
-    r, g, b = to_rgb(colour)
-    return (r + (1 - r) * amount, g + (1 - g) * amount, b + (1 - b) * amount)
-
-
-ATTENTION, FFN, NORM, EMBED, OUTPUT, CROSS = (
-    _tint(PALETTE[1]), _tint(PALETTE[0]), _tint("#d9c13a", 0.55), _tint(PALETTE[3]),
-    _tint(PALETTE[2]), _tint(PALETTE[4]))
-
-
-def _canvas(alt_text: str, xlim: tuple[float, float], ylim: tuple[float, float],
-            ncols: int = 1, width: float = WIDTH, height: float | None = None,
-            ) -> tuple[Diagram, list[Axes]]:
-    """A diagram of ``ncols`` blank panels with equal-aspect data units, ``xlim`` × ``ylim``
-    each; the height follows from the aspect unless given."""
-    if height is None:
-        aspect = (ylim[1] - ylim[0]) / ((xlim[1] - xlim[0]) * ncols)
-        height = min(max(width * aspect, 1.6), 9.0)
-    fig = Diagram(alt_text, width, height)
-    axes = [fig.add_subplot(1, ncols, i + 1) for i in range(ncols)]
-    for ax in axes:
-        ax.set_xlim(*xlim)
-        ax.set_ylim(*ylim)
-        ax.set_aspect("equal")
-        ax.set_axis_off()
-    return fig, axes
-
-
-def _box(ax: Axes, x: float, y: float, w: float, h: float, text: str = "",
-         face: object = "white", *, size: float = FONT, edge: str = "black",
-         style: str = "-", weight: str = "normal") -> None:
-    """A rounded box centred at ``(x, y)`` with ``text`` in its middle."""
-    ax.add_patch(FancyBboxPatch((x - w / 2, y - h / 2), w, h, linewidth=1.0, linestyle=style,
-                                boxstyle=f"round,pad=0,rounding_size={min(w, h) * 0.18}",
-                                facecolor=face, edgecolor=edge))
-    if text:
-        ax.text(x, y, text, ha="center", va="center", fontsize=size, weight=weight)
-
-
-def _arrow(ax: Axes, start: tuple[float, float], end: tuple[float, float], *,
-           colour: object = "black", width: float = 1.0, style: str = "-|>",
-           connection: str = "arc3") -> None:
-    """An arrow from ``start`` to ``end`` (its head at ``end``)."""
-    ax.annotate("", xy=end, xytext=start,
-                arrowprops=dict(arrowstyle=style, color=colour, linewidth=width, shrinkA=0,
-                                shrinkB=0, mutation_scale=9, connectionstyle=connection))
-
-
-def _line(ax: Axes, xs: Sequence[float], ys: Sequence[float], colour: object = "black",
-          width: float = 1.0, **kw: Any) -> None:
-    ax.plot(xs, ys, color=colour, linewidth=width, solid_capstyle="butt", **kw)
-
-
-def _grid(ax: Axes, x: float, y: float, colours: np.ndarray, cell: float = 1.0, *,
-          texts: np.ndarray | None = None, size: float = FONT, edge: str = "white",
-          cell_h: float | None = None) -> None:
-    """A grid of coloured cells, ``colours (rows, cols, 3)``, its top-left corner at
-    ``(x, y)``; row 0 on top. ``texts`` writes one string in each cell."""
-    rows, cols = colours.shape[:2]
-    ch = cell if cell_h is None else cell_h
-    for i in range(rows):
-        for j in range(cols):
-            ax.add_patch(Rectangle((x + j * cell, y - (i + 1) * ch), cell, ch,
-                                   facecolor=colours[i, j], edgecolor=edge, linewidth=0.8))
-            if texts is not None:
-                r, g, b = colours[i, j][:3]
-                dark = 0.299 * r + 0.587 * g + 0.114 * b < 0.5
-                ax.text(x + (j + 0.5) * cell, y - (i + 0.5) * ch, texts[i, j], ha="center",
-                        va="center", fontsize=size, color="white" if dark else "black")
-    ax.add_patch(Rectangle((x, y - rows * ch), cols * cell, rows * ch, fill=False,
-                           edgecolor="black", linewidth=0.8))
-
-
-def _values(array: np.ndarray, cmap: str = "RdBu_r") -> np.ndarray:
-    """Colours of a matrix of numbers on a symmetric diverging scale."""
-    scale = float(np.abs(array).max()) or 1.0
-    return np.asarray(matplotlib.colormaps[cmap](0.5 + 0.4 * array / scale))[..., :3]
-
-
-def _solid(rows: int, cols: int, colour: object) -> np.ndarray:
-    return np.broadcast_to(np.asarray(to_rgb(colour)), (rows, cols, 3)).copy()  # type: ignore[arg-type]
-
-
-def _tokens(tokens: Sequence[str], argument: str, maximum: int = 8) -> list[str]:
-    require(not isinstance(tokens, str) and isinstance(tokens, Sequence), argument,
-            "a sequence of token strings", type(tokens).__name__)
-    words = list(tokens)
-    require(1 <= len(words) <= maximum, argument, f"1 to {maximum} tokens", len(words))
-    require(all(isinstance(w, str) and w.strip() and len(w) <= 10 for w in words), argument,
-            "non-empty strings of at most 10 characters", words)
-    return words
-
-
-def _count(value: object, argument: str, minimum: int, maximum: int) -> int:
-    require(is_integer(value) and minimum <= value <= maximum, argument,  # type: ignore[operator]
-            f"an int in [{minimum}, {maximum}]", repr(value))
-    return value  # type: ignore[return-value]
-
+__all__ = ["BEAM_STATUSES", "BeamNode", "Diagram", "beam_tree", "beam_tree_figure",
+           "book_loop_figure", "cross_attention_figure", "data_parallel_figure",
+           "kv_cache_figure", "mask_figure", "multi_head_figure", "path_length_figure",
+           "positions_figure", "qkv_figure", "recurrence_vs_attention_figure",
+           "table3_knobs_figure", "training_pipeline_figure", "transformer_figure",
+           "weighted_average_figure"]
 
 # --------------------------------------------------------------------------- Figure 1
 
@@ -189,7 +102,7 @@ def _stack(ax: Axes, cx: float, y0: float, items: Sequence[tuple[str, object, st
     spans = []
     y = y0
     for text, face, _, h in items:
-        _box(ax, cx, y + h / 2, _BOX_W, h, text, face)
+        box(ax, cx, y + h / 2, _BOX_W, h, text, face)
         spans.append((y, y + h))
         y += h + _GAP
     offset = _BOX_W * 0.3
@@ -197,17 +110,17 @@ def _stack(ax: Axes, cx: float, y0: float, items: Sequence[tuple[str, object, st
         bottom = spans[i][0]
         branch = bottom - 0.2
         if i > 0:
-            _arrow(ax, (cx, spans[i - 1][1]), (cx, bottom))
+            arrow(ax, (cx, spans[i - 1][1]), (cx, bottom))
         if kind == "self":
             for dx in (-offset, offset):
-                _line(ax, [cx, cx + dx], [branch, branch])
-                _arrow(ax, (cx + dx, branch), (cx + dx, bottom))
+                line(ax, [cx, cx + dx], [branch, branch])
+                arrow(ax, (cx + dx, branch), (cx + dx, bottom))
     lane = cx + side * (_BOX_W / 2 + 0.4)
     for start, add in skips:
         branch = spans[start][0] - 0.2
         y_add = (spans[add][0] + spans[add][1]) / 2
-        _line(ax, [cx, lane, lane], [branch, branch, y_add])
-        _arrow(ax, (lane, y_add), (cx + side * _BOX_W / 2, y_add))
+        line(ax, [cx, lane, lane], [branch, branch, y_add])
+        arrow(ax, (lane, y_add), (cx + side * _BOX_W / 2, y_add))
     return spans
 
 
@@ -249,7 +162,7 @@ def transformer_figure(model: object) -> Diagram:
            f"feed-forward), with d_model = {d}, h = {h} heads of d_k = {d_k}, d_ff = {d_ff}, "
            f"{norm_kind}, residual connections around every sublayer, and a linear layer "
            f"and softmax over {vocab} tokens on top.")
-    fig, (ax,) = _canvas(alt, (0.0, 16.0), (0.0, top))
+    fig, (ax,) = canvas(alt, (0.0, 16.0), (0.0, top))
     ax.text(8.0, top - 0.3, f"d_model = {d}, h = {h}, d_k = d_v = {d_k}, d_ff = {d_ff}\n"
             f"{norm_kind}", ha="center", va="top", fontsize=9)
     scale = f"× √d_model = √{d}"
@@ -258,16 +171,16 @@ def transformer_figure(model: object) -> Diagram:
             (dx, 1, dec_items, dec_skips, "Output", dec_layers)):
         ax.text(cx, 0.25, "Inputs (source ids)" if side < 0 else "Outputs (shifted right)",
                 ha="center", va="center", fontsize=FONT)
-        _box(ax, cx, 1.15, _BOX_W, 0.9, f"{name} Embedding\n{scale}", EMBED)
-        _arrow(ax, (cx, 0.45), (cx, 0.7))
+        box(ax, cx, 1.15, _BOX_W, 0.9, f"{name} Embedding\n{scale}", EMBED)
+        arrow(ax, (cx, 0.45), (cx, 0.7))
         ax.add_patch(Circle((cx, 2.35), 0.22, facecolor="white", edgecolor="black"))
         ax.text(cx, 2.35, "+", ha="center", va="center", fontsize=10)
-        _arrow(ax, (cx, 1.6), (cx, 2.13))
+        arrow(ax, (cx, 1.6), (cx, 2.13))
         px = cx + side * 2.2
         ax.text(px + side * 0.15, 2.35, f"Positional\nEncoding\n({model.config.positional})",
                 ha="left" if side > 0 else "right", va="center", fontsize=FONT)
-        _arrow(ax, (px, 2.35), (cx + side * 0.22, 2.35))
-        _arrow(ax, (cx, 2.57), (cx, base))
+        arrow(ax, (px, 2.35), (cx + side * 0.22, 2.35))
+        arrow(ax, (cx, 2.57), (cx, base))
         spans = _stack(ax, cx, base, items, skips, side)
         frame_x = (cx - _BOX_W / 2 - 0.3, cx + _BOX_W / 2 + 0.3)
         frame_x = (frame_x[0] - 0.45, frame_x[1]) if side < 0 else \
@@ -285,17 +198,17 @@ def transformer_figure(model: object) -> Diagram:
         y = frame_top
         if not isinstance(model.encoder.norm if side < 0 else model.decoder.norm,
                           nn.Identity):
-            _arrow(ax, (cx, spans[-1][1]), (cx, y + 0.3))
-            _box(ax, cx, y + 0.55, _BOX_W, 0.5, "LayerNorm (final)", NORM)
+            arrow(ax, (cx, spans[-1][1]), (cx, y + 0.3))
+            box(ax, cx, y + 0.55, _BOX_W, 0.5, "LayerNorm (final)", NORM)
             y += 0.8
         if side < 0:
             memory_top = y if y > frame_top else spans[-1][1]
         else:
-            _arrow(ax, (cx, y if y > frame_top else spans[-1][1]), (cx, y + 0.3))
-            _box(ax, cx, y + 0.65, _BOX_W, 0.7, f"Linear\n{d} → V = {vocab}", OUTPUT)
-            _arrow(ax, (cx, y + 1.0), (cx, y + 1.3))
-            _box(ax, cx, y + 1.55, _BOX_W, 0.5, "Softmax", OUTPUT)
-            _arrow(ax, (cx, y + 1.8), (cx, y + 2.1))
+            arrow(ax, (cx, y if y > frame_top else spans[-1][1]), (cx, y + 0.3))
+            box(ax, cx, y + 0.65, _BOX_W, 0.7, f"Linear\n{d} → V = {vocab}", OUTPUT)
+            arrow(ax, (cx, y + 1.0), (cx, y + 1.3))
+            box(ax, cx, y + 1.55, _BOX_W, 0.5, "Softmax", OUTPUT)
+            arrow(ax, (cx, y + 1.8), (cx, y + 2.1))
             ax.text(cx, y + 2.3, "Output probabilities", ha="center", va="center",
                     fontsize=FONT)
             cross = next(i for i, item in enumerate(items) if item[2] == "cross")
@@ -304,9 +217,9 @@ def transformer_figure(model: object) -> Diagram:
     mid = (ex + _BOX_W / 2 + 0.3 + dx - _BOX_W / 2 - 0.3) / 2
     branch = cross_bottom - 0.2
     lift = max(memory_top, enc_frame_top) + 0.35
-    _line(ax, [ex, ex, mid, mid, dx - _BOX_W * 0.3], [memory_top, lift, lift, branch, branch],
+    line(ax, [ex, ex, mid, mid, dx - _BOX_W * 0.3], [memory_top, lift, lift, branch, branch],
           colour=PALETTE[4], width=1.4)
-    _arrow(ax, (dx - _BOX_W * 0.3, branch), (dx - _BOX_W * 0.3, cross_bottom),
+    arrow(ax, (dx - _BOX_W * 0.3, branch), (dx - _BOX_W * 0.3, cross_bottom),
            colour=PALETTE[4], width=1.4)
     ax.text(mid - 0.12, (lift + branch) / 2, "K, V\n(memory)", ha="right", va="center",
             fontsize=FONT, color=PALETTE[4])
@@ -318,15 +231,6 @@ def transformer_figure(model: object) -> Diagram:
 # --------------------------------------------------------------------------- attention
 
 
-def _title(ax: Axes, x: float, y: float, text: str, size: float = FONT, **kw: Any) -> None:
-    ax.text(x, y, text, ha="center", va="bottom", fontsize=size, **kw)
-
-
-def _label_width(words: Sequence[str]) -> float:
-    """About how many cell units (at the diagrams' scale) the longest word takes."""
-    return 0.28 * max(len(w) for w in words) + 0.3
-
-
 def qkv_figure(tokens: Sequence[str] = ("The", "dog", "is", "eating"), *, seed: int = 0,
                ) -> Diagram:
     """Scaled dot-product self-attention on one sequence, computed as it is drawn.
@@ -335,7 +239,7 @@ def qkv_figure(tokens: Sequence[str] = ("The", "dog", "is", "eating"), *, seed: 
     ``W^K``, ``W^V`` into ``Q``, ``K``, ``V`` (d_k = 3); the scores ``Q Kᵀ / √d_k`` go
     through a row-wise softmax into the weights ``A`` (printed), and ``Z = A V``. Colours
     show the values (blue negative, red positive)."""
-    words = _tokens(tokens, "tokens", 6)
+    words = check_tokens(tokens, "tokens", 6)
     require(is_integer(seed) and seed >= 0, "seed", "an int >= 0", repr(seed))
     n, d, d_k, g = len(words), 4, 3, 1.5
     rng = np.random.default_rng(seed)
@@ -346,7 +250,7 @@ def qkv_figure(tokens: Sequence[str] = ("The", "dog", "is", "eating"), *, seed: 
     weights = np.exp(scores - scores.max(1, keepdims=True))
     weights /= weights.sum(1, keepdims=True)
     z = weights @ v
-    lw = _label_width(words)
+    lw = label_width(words)
     top_q, top_k, top_v = 3 * n + 2 * g, 2 * n + g, float(n)
     qkv_x = lw + d + 2.6
     s_x = qkv_x + d_k + 1.6 + lw
@@ -357,19 +261,19 @@ def qkv_figure(tokens: Sequence[str] = ("The", "dog", "is", "eating"), *, seed: 
            f"multiplied by W^Q, W^K and W^V into Q, K and V ({n} × {d_k}); the {n} × {n} "
            f"scores Q Kᵀ / √{d_k} go through a softmax along each row into attention "
            f"weights, which average the rows of V into the output Z = A V.")
-    fig, (ax,) = _canvas(alt, (0.0, a_x + max(n, d_k) + 0.3), ylim)
+    fig, (ax,) = canvas(alt, (0.0, a_x + max(n, d_k) + 0.3), ylim)
     x_top = top_k
     for i, word in enumerate(words):
         ax.text(lw - 0.15, x_top - i - 0.5, word, ha="right", va="center", fontsize=FONT)
         ax.text(s_x - 0.15, s_top - i - 0.5, word, ha="right", va="center", fontsize=FONT)
-    _grid(ax, lw, x_top, _values(x))
-    _title(ax, lw + d / 2, x_top + 0.2, f"X ({n} × {d})")
+    grid(ax, lw, x_top, values(x))
+    title(ax, lw + d / 2, x_top + 0.2, f"X ({n} × {d})")
     for name, top, matrix in (("Q", top_q, q), ("K", top_k, k), ("V", top_v, v)):
-        _grid(ax, qkv_x, top, _values(matrix))
-        _title(ax, qkv_x + d_k / 2, top + 0.2, f"${name} = XW^{name}$")
+        grid(ax, qkv_x, top, values(matrix))
+        title(ax, qkv_x + d_k / 2, top + 0.2, f"${name} = XW^{name}$")
         start = (lw + d + 0.15, x_top - n / 2)
         end = (qkv_x - 0.15, top - n / 2)
-        _arrow(ax, start, end)
+        arrow(ax, start, end)
         mid = ((start[0] + end[0]) / 2, (start[1] + end[1]) / 2)
         if name == "K":
             ax.text(mid[0], mid[1] + 0.12, "$W^K$", ha="center", va="bottom", fontsize=9)
@@ -377,25 +281,25 @@ def qkv_figure(tokens: Sequence[str] = ("The", "dog", "is", "eating"), *, seed: 
             ax.text(mid[0] - 0.25, mid[1], f"$W^{name}$", ha="right", va="center", fontsize=9)
     join = s_x - lw - 0.2
     for top in (top_q, top_k):
-        _arrow(ax, (qkv_x + d_k + 0.15, top - n / 2), (join, s_top - n / 2))
-    _grid(ax, s_x, s_top, _values(scores))
+        arrow(ax, (qkv_x + d_k + 0.15, top - n / 2), (join, s_top - n / 2))
+    grid(ax, s_x, s_top, values(scores))
     for j, word in enumerate(words):
         for left in (s_x, a_x):
             ax.text(left + j + 0.5, s_top + 0.1, word, ha="center", va="bottom",
                     fontsize=FONT, rotation=90)
-    label_top = s_top + _label_width(words) + 0.1
-    _title(ax, s_x + n / 2, label_top, f"Q Kᵀ / √{d_k}")
-    _arrow(ax, (s_x + n + 0.15, s_top - n / 2), (a_x - 0.15, s_top - n / 2))
+    label_top = s_top + label_width(words) + 0.1
+    title(ax, s_x + n / 2, label_top, f"Q Kᵀ / √{d_k}")
+    arrow(ax, (s_x + n + 0.15, s_top - n / 2), (a_x - 0.15, s_top - n / 2))
     ax.text(s_x + n + 1.1, s_top - n / 2 + 0.2, "softmax", ha="center", va="bottom",
             fontsize=FONT)
-    _grid(ax, a_x, s_top, np.asarray(matplotlib.colormaps["viridis"](weights))[..., :3],
+    grid(ax, a_x, s_top, np.asarray(matplotlib.colormaps["viridis"](weights))[..., :3],
           texts=np.vectorize(lambda p: f"{p:.2f}".lstrip("0"))(weights), size=8)
-    _title(ax, a_x + n / 2, label_top, "A (rows sum to 1)")
+    title(ax, a_x + n / 2, label_top, "A (rows sum to 1)")
     z_x = a_x + (n - d_k) / 2
-    _grid(ax, z_x, top_v, _values(z))
+    grid(ax, z_x, top_v, values(z))
     ax.text(z_x + d_k + 0.2, top_v - n / 2, "Z = A V", ha="left", va="center", fontsize=FONT)
-    _arrow(ax, (a_x + n / 2, s_top - n - 0.15), (a_x + n / 2, top_v + 0.15))
-    _arrow(ax, (qkv_x + d_k + 0.15, top_v - n / 2), (z_x - 0.15, top_v - n / 2))
+    arrow(ax, (a_x + n / 2, s_top - n - 0.15), (a_x + n / 2, top_v + 0.15))
+    arrow(ax, (qkv_x + d_k + 0.15, top_v - n / 2), (z_x - 0.15, top_v - n / 2))
     return fig
 
 
@@ -408,14 +312,14 @@ def mask_figure(lengths: Sequence[int] = (5, 3), causal_size: int = 5) -> Diagra
     ``causal_size`` positions."""
     require(not isinstance(lengths, str) and isinstance(lengths, Sequence)
             and 1 <= len(lengths) <= 5, "lengths", "1 to 5 sentence lengths", repr(lengths))
-    sizes = [_count(n, "lengths", 1, 8) for n in lengths]
-    size = _count(causal_size, "causal_size", 1, 8)
+    sizes = [check_count(n, "lengths", 1, 8) for n in lengths]
+    size = check_count(causal_size, "causal_size", 1, 8)
     b, length = len(sizes), max(sizes)
     ids = torch.tensor([[7] * n + [0] * (length - n) for n in sizes])
     pad = padding_mask(ids, pad_id=0)  # (B, 1, 1, L)
     causal = causal_mask(size)
     short = int(np.argmin(sizes))
-    yes, no = _tint(PALETTE[2], 0.45), _tint(PALETTE[5], 0.75)
+    yes, no = tint(PALETTE[2], 0.45), tint(PALETTE[5], 0.75)
 
     def cells(mask: torch.Tensor) -> tuple[np.ndarray, np.ndarray]:
         m = mask.numpy()
@@ -431,17 +335,17 @@ def mask_figure(lengths: Sequence[int] = (5, 3), causal_size: int = 5) -> Diagra
     left = 1.6
     width = left + length + gap + length + gap + size + 0.3
     top = max(2 * b + 3.4, length + 1.0, size + 1.6)
-    fig, (ax,) = _canvas(alt, (0.0, width), (0.0, top + 0.8))
+    fig, (ax,) = canvas(alt, (0.0, width), (0.0, top + 0.8))
     tokens = np.where(pad[:, 0, 0].numpy(), "w", "pad")
     words = np.array([[f"w{j + 1}" if t == "w" else "pad" for j, t in enumerate(row)]
                       for row in tokens])
-    _grid(ax, left, top, np.where((tokens == "w")[..., None], np.asarray(_tint(PALETTE[0])),
+    grid(ax, left, top, np.where((tokens == "w")[..., None], np.asarray(tint(PALETTE[0])),
                                   np.asarray(no)), texts=words, size=8)
-    _title(ax, left + length / 2, top + 0.15, f"padded batch (B, L) = ({b}, {length})")
+    title(ax, left + length / 2, top + 0.15, f"padded batch (B, L) = ({b}, {length})")
     mask_top = top - b - 1.3
     colours, marks = cells(pad[:, 0, 0])
-    _grid(ax, left, mask_top, colours, texts=marks)
-    _title(ax, left + length / 2, mask_top + 0.15, f"padding_mask: ({b}, 1, 1, {length})")
+    grid(ax, left, mask_top, colours, texts=marks)
+    title(ax, left + length / 2, mask_top + 0.15, f"padding_mask: ({b}, 1, 1, {length})")
     for i in range(b):
         for y in (top, mask_top):
             ax.text(left - 0.15, y - i - 0.5, f"s{i + 1}", ha="right", va="center",
@@ -452,13 +356,13 @@ def mask_figure(lengths: Sequence[int] = (5, 3), causal_size: int = 5) -> Diagra
     # The shortest sentence's row, broadcast over its query positions.
     bx = left + length + gap
     colours, marks = cells(pad[short, 0].expand(length, length))
-    _grid(ax, bx, top, colours, texts=marks)
-    _title(ax, bx + length / 2, top + 0.15,
+    grid(ax, bx, top, colours, texts=marks)
+    title(ax, bx + length / 2, top + 0.15,
            f"s{short + 1}'s row over its queries: ({length}, {length})")
     cx = bx + length + gap
     colours, marks = cells(causal)
-    _grid(ax, cx, top, colours, texts=marks)
-    _title(ax, cx + size / 2, top + 0.15, f"causal_mask({size}): ({size}, {size})")
+    grid(ax, cx, top, colours, texts=marks)
+    title(ax, cx + size / 2, top + 0.15, f"causal_mask({size}): ({size}, {size})")
     for x0, n in ((bx, length), (cx, size)):
         ax.text(x0 + n / 2, top - n - 0.2, "key position j →", ha="center", va="top",
                 fontsize=FONT)
@@ -473,12 +377,12 @@ def multi_head_figure(d_model: int = 8, heads: int = 2) -> Diagram:
     into ``heads`` column blocks of d_k = d_model / h, each head attends with its own block,
     the h outputs (L × d_k each) are concatenated back to L × d_model and multiplied by
     ``W^O``. One colour per head."""
-    d = _count(d_model, "d_model", 2, 32)
-    h = _count(heads, "heads", 1, 4)
+    d = check_count(d_model, "d_model", 2, 32)
+    h = check_count(heads, "heads", 1, 4)
     require(d % h == 0, "d_model", f"a multiple of heads={h}", d)
     d_k, length = d // h, 3
     c = 6.0 / d  # cell size: every L × d_model grid is 6 units wide
-    colours = [_tint(PALETTE[i], 0.45) for i in range(h)]
+    colours = [tint(PALETTE[i], 0.45) for i in range(h)]
     by_head = np.stack([np.asarray(colours[j // d_k]) for j in range(d)])
     blocks = np.broadcast_to(by_head, (length, d, 3))
     gap, row_h = 1.3, 0.75
@@ -489,12 +393,12 @@ def multi_head_figure(d_model: int = 8, heads: int = 2) -> Diagram:
            f"values are each cut into {h} blocks of d_k = {d_k} columns, every head computes "
            f"attention on its own block, and the {h} head outputs are concatenated back to "
            f"{d} columns and multiplied by W^O.")
-    fig, (ax,) = _canvas(alt, (-1.4, 32.0), (-0.2, top + 1.0))
+    fig, (ax,) = canvas(alt, (-1.4, 32.0), (-0.2, top + 1.0))
     ax.text(15.0, top + 0.9, f"d_model = {d} = h × d_k = {h} × {d_k}", ha="center",
             va="top", fontsize=9)
     for k, name in enumerate(("Q", "K", "V")):
         y = top - 0.4 - k * (grid_h + gap)
-        _grid(ax, 0.0, y, blocks, c, cell_h=row_h)
+        grid(ax, 0.0, y, blocks, c, cell_h=row_h)
         ax.text(-0.2, y - grid_h / 2, f"${name}$", ha="right", va="center", fontsize=9)
     for i in range(h):
         ax.text((i + 0.5) * d_k * c, top - 0.3, f"head {i + 1}", ha="center", va="bottom",
@@ -505,20 +409,20 @@ def multi_head_figure(d_model: int = 8, heads: int = 2) -> Diagram:
     grid_top = centre_y + grid_h / 2
     for i in range(h):
         y = top - 0.4 - i * (box_h + 0.4) - box_h / 2 - (stack_h - h * box_h - (h - 1) * 0.4) / 2
-        _box(ax, box_x, y, box_w, box_h,
+        box(ax, box_x, y, box_w, box_h,
              f"head {i + 1} (columns {i * d_k + 1}–{(i + 1) * d_k})\n"
              f"Attention($Q_{i + 1}, K_{i + 1}, V_{i + 1}$)", colours[i], size=8)
-        _arrow(ax, (6.2, centre_y), (box_x - box_w / 2, y), colour=PALETTE[i])
-        _arrow(ax, (box_x + box_w / 2, y), (concat_x - 0.15, grid_top - grid_h / 2),
+        arrow(ax, (6.2, centre_y), (box_x - box_w / 2, y), colour=PALETTE[i])
+        arrow(ax, (box_x + box_w / 2, y), (concat_x - 0.15, grid_top - grid_h / 2),
                colour=PALETTE[i])
-    _grid(ax, concat_x, grid_top, blocks, c, cell_h=row_h)
-    _title(ax, concat_x + 3.0, grid_top + 0.15, f"Concat: {length} × {d}")
-    _arrow(ax, (concat_x + 6.15, centre_y), (out_x - 0.15, centre_y))
+    grid(ax, concat_x, grid_top, blocks, c, cell_h=row_h)
+    title(ax, concat_x + 3.0, grid_top + 0.15, f"Concat: {length} × {d}")
+    arrow(ax, (concat_x + 6.15, centre_y), (out_x - 0.15, centre_y))
     ax.text(concat_x + 6.0 + 0.75, centre_y + 0.15, "$W^O$", ha="center", va="bottom",
             fontsize=9)
-    _grid(ax, out_x, grid_top, _solid(length, d, _tint(PALETTE[5], 0.5)), c,
+    grid(ax, out_x, grid_top, solid(length, d, tint(PALETTE[5], 0.5)), c,
           cell_h=row_h)
-    _title(ax, out_x + 3.0, grid_top + 0.15, f"output: {length} × {d}")
+    title(ax, out_x + 3.0, grid_top + 0.15, f"output: {length} × {d}")
     ax.text(box_x, top - 0.4 - stack_h - 0.1, f"each head: L × d_k = {length} × {d_k}",
             ha="center", va="top", fontsize=FONT)
     return fig
@@ -531,8 +435,8 @@ def cross_attention_figure(source: Sequence[str] = ("Le", "chien", "mange"),
     over every encoder position (keys and values from the source sentence), drawn as the
     lines between the two and as the ``(T, S)`` grid of pairs; the last target position's
     lines are highlighted."""
-    src = _tokens(source, "source")
-    tgt = _tokens(target, "target")
+    src = check_tokens(source, "source")
+    tgt = check_tokens(target, "target")
     s, t = len(src), len(tgt)
     step = 2.3
     span = max(s, t) * step
@@ -540,9 +444,9 @@ def cross_attention_figure(source: Sequence[str] = ("Le", "chien", "mange"),
            f"query from the decoder to all {s} source positions ({' '.join(src)}), whose "
            f"keys and values come from the encoder output, so the weights form a {t} × {s} "
            f"grid with no causal mask.")
-    lw = _label_width(tgt)
+    lw = label_width(tgt)
     grid_x = span + 1.4 + lw
-    fig, (ax,) = _canvas(alt, (-0.3, grid_x + s + 0.3), (0.0, 3.2 + t / 2 + _label_width(src)))
+    fig, (ax,) = canvas(alt, (-0.3, grid_x + s + 0.3), (0.0, 3.2 + t / 2 + label_width(src)))
 
     def xs(n: int) -> list[float]:
         return [(span - n * step) / 2 + (i + 0.5) * step for i in range(n)]
@@ -551,20 +455,20 @@ def cross_attention_figure(source: Sequence[str] = ("Le", "chien", "mange"),
     for i, x0 in enumerate(xs(t)):
         for x1 in xs(s):
             last = i == t - 1
-            _line(ax, [x0, x1], [top_y - 0.4, bottom_y + 0.4],
-                  PALETTE[1] if last else _tint(PALETTE[5], 0.3), 1.6 if last else 0.8,
+            line(ax, [x0, x1], [top_y - 0.4, bottom_y + 0.4],
+                  PALETTE[1] if last else tint(PALETTE[5], 0.3), 1.6 if last else 0.8,
                   zorder=2 if last else 1)
     for x0, word in zip(xs(t), tgt, strict=True):
-        _box(ax, x0, top_y, 2.0, 0.8, word, ATTENTION)
+        box(ax, x0, top_y, 2.0, 0.8, word, ATTENTION)
     for x1, word in zip(xs(s), src, strict=True):
-        _box(ax, x1, bottom_y, 2.0, 0.8, word, CROSS)
+        box(ax, x1, bottom_y, 2.0, 0.8, word, CROSS)
     ax.text(span / 2, top_y + 0.6, "decoder: queries Q (T × d_model)", ha="center",
             va="bottom", fontsize=FONT)
     ax.text(span / 2, bottom_y - 0.6, "encoder output: keys K, values V (S × d_model)",
             ha="center", va="top", fontsize=FONT)
     grid_top = 3.0 + t / 2
-    _grid(ax, grid_x, grid_top, _solid(t, s, _tint(PALETTE[2], 0.45)))
-    _grid(ax, grid_x, grid_top - t + 1, _solid(1, s, _tint(PALETTE[1], 0.3)))
+    grid(ax, grid_x, grid_top, solid(t, s, tint(PALETTE[2], 0.45)))
+    grid(ax, grid_x, grid_top - t + 1, solid(1, s, tint(PALETTE[1], 0.3)))
     for i, word in enumerate(tgt):
         ax.text(grid_x - 0.15, grid_top - i - 0.5, word, ha="right", va="center",
                 fontsize=FONT)
@@ -579,31 +483,31 @@ def cross_attention_figure(source: Sequence[str] = ("Le", "chien", "mange"),
 def recurrence_vs_attention_figure(n: int = 5) -> Diagram:
     """A recurrent network's chain ``h_t = f(h_{t-1}, x_t)``: ``n`` steps, one after the
     other, and self-attention's ``n²`` pairs, all in one step."""
-    size = _count(n, "n", 2, 8)
+    size = check_count(n, "n", 2, 8)
     step = 1.5
     width = size * step
     alt = (f"Left, a recurrent network reads x_1 to x_{size} in {size} sequential steps, each "
            f"hidden state waiting for the previous one, so x_1 reaches h_{size} through "
            f"{size - 1} steps; right, self-attention connects all {size * size} pairs of the "
            f"{size} positions in one parallel step, every path of length 1.")
-    fig, (ax,) = _canvas(alt, (-0.3, 2 * width + 1.8), (-0.7, 5.0))
+    fig, (ax,) = canvas(alt, (-0.3, 2 * width + 1.8), (-0.7, 5.0))
     for panel, x_left in enumerate((0.0, width + 1.5)):
         xs = [x_left + (i + 0.5) * step for i in range(size)]
         for i, x in enumerate(xs):
-            _box(ax, x, 0.5, 1.0, 0.7, f"$x_{i + 1}$", EMBED, size=9)
-            _box(ax, x, 3.0, 1.0, 0.7, f"$h_{i + 1}$" if panel == 0 else f"$z_{i + 1}$",
+            box(ax, x, 0.5, 1.0, 0.7, f"$x_{i + 1}$", EMBED, size=9)
+            box(ax, x, 3.0, 1.0, 0.7, f"$h_{i + 1}$" if panel == 0 else f"$z_{i + 1}$",
                  ATTENTION if panel else FFN, size=9)
         if panel == 0:
             for i, x in enumerate(xs):
-                _arrow(ax, (x, 0.85), (x, 2.65))
+                arrow(ax, (x, 0.85), (x, 2.65))
                 ax.text(x, -0.1, f"step {i + 1}", ha="center", va="top", fontsize=8)
                 if i:
-                    _arrow(ax, (xs[i - 1] + 0.5, 3.0), (x - 0.5, 3.0), colour=PALETTE[3])
+                    arrow(ax, (xs[i - 1] + 0.5, 3.0), (x - 0.5, 3.0), colour=PALETTE[3])
             title = f"recurrence: {size} sequential steps"
         else:
             for x0 in xs:
                 for x1 in xs:
-                    _line(ax, [x0, x1], [0.85, 2.65], _tint(PALETTE[1], 0.2), 0.7)
+                    line(ax, [x0, x1], [0.85, 2.65], tint(PALETTE[1], 0.2), 0.7)
             ax.text(x_left + width / 2, -0.1, "step 1 (all at once)", ha="center", va="top",
                     fontsize=8)
             title = f"self-attention: 1 step, {size * size} pairs"
@@ -618,7 +522,7 @@ def kv_cache_figure(steps: int = 4) -> Diagram:
     """Incremental decoding with a key/value cache: at step t the new token's query attends
     to t keys and values, of which t − 1 are read from the cache and one is computed and
     appended (``(B, h, t, d_k)`` after step t)."""
-    n = _count(steps, "steps", 1, 8)
+    n = check_count(steps, "steps", 1, 8)
     k_x = 5.6
     v_x = k_x + n + 1.6
     note_x = v_x + n + 0.6
@@ -629,20 +533,20 @@ def kv_cache_figure(steps: int = 4) -> Diagram:
            f"{total} when every step recomputes the whole prefix.")
     row = 1.5
     top = n * row + 0.4
-    fig, (ax,) = _canvas(alt, (0.0, max(note_x + 4.6, 22.0)), (-2.1, top + 1.0))
-    new, old = _tint(PALETTE[1], 0.35), _tint(PALETTE[5], 0.7)
+    fig, (ax,) = canvas(alt, (0.0, max(note_x + 4.6, 22.0)), (-2.1, top + 1.0))
+    new, old = tint(PALETTE[1], 0.35), tint(PALETTE[5], 0.7)
     for header, x in (("query", 4.3), ("K cache", k_x + n / 2), ("V cache", v_x + n / 2)):
         ax.text(x, top + 0.2, header, ha="center", va="bottom", fontsize=9)
     for t in range(1, n + 1):
         y = top - (t - 1) * row - 0.3
         ax.text(0.1, y - 0.5, f"step {t}: input y{t - 1}" if t > 1 else "step 1: <bos>",
                 ha="left", va="center", fontsize=FONT)
-        _grid(ax, 3.8, y, _solid(1, 1, new), texts=np.array([[f"q{t}"]]), size=8)
+        grid(ax, 3.8, y, solid(1, 1, new), texts=np.array([[f"q{t}"]]), size=8)
         for x, name in ((k_x, "k"), (v_x, "v")):
             colours = np.stack([np.asarray(old)] * (t - 1) + [np.asarray(new)])[None]
-            _grid(ax, x, y, colours, texts=np.array([[f"{name}{j + 1}" for j in range(t)]]),
+            grid(ax, x, y, colours, texts=np.array([[f"{name}{j + 1}" for j in range(t)]]),
                   size=8)
-        _arrow(ax, (4.9, y - 0.5), (k_x - 0.15, y - 0.5), colour=PALETTE[5])
+        arrow(ax, (4.9, y - 0.5), (k_x - 0.15, y - 0.5), colour=PALETTE[5])
         ax.text(note_x, y - 0.5, f"computes 1, reads {t - 1}", ha="left", va="center",
                 fontsize=FONT)
     for face, label, x in ((new, "computed at this step", 0.4), (old, "read from the cache",
@@ -726,19 +630,19 @@ def beam_tree_figure(tree: BeamNode) -> Diagram:
         return y
 
     place(tree, 0)
-    faces = {"kept": _tint(PALETTE[0], 0.6), "finished": _tint(PALETTE[2], 0.5),
-             "dropped": _tint(PALETTE[5], 0.8)}
+    faces = {"kept": tint(PALETTE[0], 0.6), "finished": tint(PALETTE[2], 0.5),
+             "dropped": tint(PALETTE[5], 0.8)}
 
     def draw(node: BeamNode) -> None:
         x, y = positions[id(node)]
         for child in node.children:
             cx, cy = positions[id(child)]
-            _line(ax, [x + 0.95, cx - 0.95], [y, cy],
+            line(ax, [x + 0.95, cx - 0.95], [y, cy],
                   PALETTE[5] if child.status == "dropped" else "black", 0.9,
                   linestyle="--" if child.status == "dropped" else "-")
             draw(child)
         dropped = node.status == "dropped"
-        _box(ax, x, y, 1.9, 0.85, f"{node.token}\n{node.log_prob:.2f}", faces[node.status],
+        box(ax, x, y, 1.9, 0.85, f"{node.token}\n{node.log_prob:.2f}", faces[node.status],
              size=8, edge=PALETTE[5] if dropped else "black",
              style="--" if dropped else "-")
         if node.status == "finished":
@@ -758,7 +662,7 @@ def beam_tree_figure(tree: BeamNode) -> Diagram:
            f"finished hypotheses with their length-penalised scores and "
            f"{alt_counts.get('dropped', 0)} dropped candidates, each node showing its token "
            f"and cumulative log-probability.")
-    fig, (ax,) = _canvas(alt, (-1.1, max(width, 9.0)), (bottom - 1.9, 0.7))
+    fig, (ax,) = canvas(alt, (-1.1, max(width, 9.0)), (bottom - 1.9, 0.7))
     draw(tree)
     for i, status in enumerate(BEAM_STATUSES):
         x = -0.8 + i * 3.2
@@ -767,3 +671,36 @@ def beam_tree_figure(tree: BeamNode) -> Diagram:
                                linestyle="--" if status == "dropped" else "-"))
         ax.text(x + 0.75, bottom - 1.38, status, ha="left", va="center", fontsize=FONT)
     return fig
+
+
+def beam_tree(trace: BeamTrace, token_text: Callable[[int], str], sentence: int = 0,
+              max_steps: int | None = None) -> BeamNode:
+    """The tree of sentence ``sentence``'s beam search, from the ``trace`` that
+    :func:`~transformer_book.inference.beam.beam_search` filled: the root is ``<bos>``,
+    each ranked candidate a node (kept, finished or dropped, as the search decided), under
+    the kept hypothesis it extends. ``token_text`` turns an id into the node's label (cut
+    to 10 characters); ``max_steps`` keeps only the first steps (the kept hypotheses of the
+    last step shown become leaves)."""
+    require(isinstance(trace, BeamTrace) and trace.steps, "trace",
+            "a BeamTrace filled by beam_search", repr(trace)[:60])
+    require(callable(token_text), "token_text", "a function from an id to a string",
+            type(token_text).__name__)
+    sentence = check_count(sentence, "sentence", 0, len(trace.steps) - 1)
+    steps = trace.steps[sentence]
+    if max_steps is not None:
+        steps = steps[: check_count(max_steps, "max_steps", 1, 10)]
+
+    def label(token: int) -> str:
+        text = str(token_text(token)).strip()
+        return (text or "␣")[:10]
+
+    def children(t: int, slot: int) -> tuple[BeamNode, ...]:
+        if t >= len(steps):
+            return ()
+        return tuple(
+            BeamNode(label(c.token), float(c.log_prob), c.status,
+                     children(t + 1, c.slot) if c.status == "kept" and c.slot is not None
+                     else (), c.score)
+            for c in steps[t] if c.parent == slot)
+
+    return BeamNode("<bos>", 0.0, "kept", children(0, 0))
