@@ -18,6 +18,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
 REPO = Path(__file__).resolve().parents[1]
 FIXTURES = REPO / "tests" / "fixtures" / "browser_books"
@@ -46,6 +47,12 @@ def build(name: str, tmp_path: Path) -> Path:
     """Build the fixture book ``name`` in a copy under ``tmp_path``; its HTML folder."""
     source = tmp_path / name
     shutil.copytree(FIXTURES / name, source)
+    # Built as the book is: jupyter-book 1.x writes sphinx-thebe's inline script twice on
+    # every page (a console error) unless the book's script_once extension is loaded.
+    config = yaml.safe_load((source / "_config.yml").read_text())
+    config.setdefault("sphinx", {}).setdefault("local_extensions", {})["script_once"] = str(
+        REPO / "book" / "_ext")
+    (source / "_config.yml").write_text(yaml.safe_dump(config))
     jupyter_book = Path(sys.executable).with_name("jupyter-book")
     subprocess.run([str(jupyter_book), "build", str(source), "--quiet"], check=True,
                    capture_output=True, text=True)
