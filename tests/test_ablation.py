@@ -5,6 +5,7 @@ sentences of seed pairs, Holm's correction and the verdicts built on them."""
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
 import itertools
 import math
 import random
@@ -551,6 +552,41 @@ def test_run_ablation_reads_finished_runs_from_its_cache(tiny_data, tmp_path, mo
                                    max_tokens=64, device="cpu")
     with pytest.raises(BookError, match="cache: expected a folder"):
         run_ablation(variants, config, tiny_data, cache=3, **settings)
+
+
+@pytest.mark.slow
+def test_run_ablation_reads_recorded_runs_and_trains_the_rest(tiny_data, tmp_path,
+                                                              monkeypatch):
+    settings = dict(steps=2, seeds=(0,), max_tokens=64, warmup_steps=2, bleu_sentences=3,
+                    device="cpu")
+    config = _config(tiny_data)
+    cache = tmp_path / "cache"
+    trained = run_ablation({"base": {}}, config, tiny_data, cache=cache, **settings)
+    script = Path(__file__).resolve().parents[1] / "scripts" / "record_ablation_runs.py"
+    spec = importlib.util.spec_from_file_location("record_ablation_runs", script)
+    recorder = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(recorder)
+    results = tmp_path / "results"
+    assert recorder.main(["--cache", str(cache), "--name", "t", "--results", str(results)]) == 0
+    assert recorder.main(["--cache", str(tmp_path / "none"), "--name", "t",
+                          "--results", str(results)]) == 2
+    recorded = ablation.recorded_runs("ablation-runs-t", results)
+    assert len(recorded) == 1
+    assert ablation.recorded_runs("ablation-runs-other", results) == {}
+    calls = []
+    real = ablation.train_variant
+
+    def counting(*args, **kwargs):
+        calls.append(kwargs.get("name"))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(ablation, "train_variant", counting)
+    again = run_ablation({"base": {}, "h=1": {"num_heads": 1}}, config, tiny_data,
+                         recorded=recorded, **settings)
+    assert calls == ["h=1"], "the recorded run is read, the other trained"
+    assert again["base"].runs == trained["base"].runs
+    with pytest.raises(BookError, match="recorded: expected a dict"):
+        run_ablation({"base": {}}, config, tiny_data, recorded=[1], **settings)
 
 
 @pytest.mark.slow

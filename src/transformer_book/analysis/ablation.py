@@ -59,6 +59,7 @@ from transformer_book.train.step import NonFiniteLossError, Trainer, train_step
 from transformer_book.train.validate import greedy_bleu, validation_loss
 from transformer_book.util.env import get_device, set_seed
 from transformer_book.util.files import atomic_write_json
+from transformer_book.util.results import recorded_results_dir
 from transformer_book.util.timing import Stopwatch
 from transformer_book.util.validation import (
     bad_input,
@@ -77,6 +78,7 @@ __all__ = [
     "VariantScores",
     "ablation_data",
     "evaluate_variant",
+    "recorded_runs",
     "relative_change",
     "restrict_key_size",
     "results_by_name",
@@ -345,6 +347,12 @@ def run_key(config: TransformerConfig, data: PreparedData, *, steps: int, seed: 
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
 
 
+def _stored_result(result: Mapping[str, Any]) -> AblationResult:
+    """An :class:`AblationResult` from its JSON form (a BLEU of null is NaN)."""
+    return AblationResult(**{**result, "bleu": math.nan if result["bleu"] is None
+                             else result["bleu"]})
+
+
 def _cached(path: Path, key: str) -> AblationResult | None:
     """The run stored at ``path`` under ``key``, or None."""
     if not path.is_file():
@@ -352,9 +360,26 @@ def _cached(path: Path, key: str) -> AblationResult | None:
     stored = json.loads(path.read_text(encoding="utf-8"))
     if stored.get("key") != key:
         return None
-    result = stored["result"]
-    return AblationResult(**{**result, "bleu": math.nan if result["bleu"] is None
-                             else result["bleu"]})
+    return _stored_result(stored["result"])
+
+
+def recorded_runs(kind: str, results: str | Path | None = None
+                  ) -> dict[str, Any]:
+    """The runs of the newest record ``<kind>-*.json`` in ``results`` (default: the
+    course's recorded results, :func:`~transformer_book.util.results.recorded_results_dir`),
+    by run key, for :func:`run_ablation`'s ``recorded``; ``{}`` when there is none.
+    ``scripts/record_ablation_runs.py`` writes such a record from a cache folder."""
+    folder = Path(results) if results is not None else recorded_results_dir()
+    if folder is None:
+        return {}
+    found = sorted(folder.glob(f"{kind}-*.json"))
+    if not found:
+        return {}
+    record = json.loads(found[-1].read_text(encoding="utf-8"))
+    runs = record.get("runs")
+    require(isinstance(runs, dict), f"{found[-1]}: runs", "a dict of run key -> run",
+            type(runs).__name__)
+    return runs
 
 
 def run_ablation(
@@ -366,6 +391,7 @@ def run_ablation(
     seeds: Sequence[int] = (0,),
     progress: bool = False,
     cache: str | Path | None = None,
+    recorded: Mapping[str, Any] | None = None,
     **train_kwargs: Any,
 ) -> dict[str, VariantRuns]:
     """Train every variant of ``base`` once per seed (Section 6.2, Table 3).
@@ -378,7 +404,10 @@ def run_ablation(
     seeds are paired. ``train_kwargs`` go to :func:`train_variant` (``max_tokens``,
     ``warmup_steps``, ``lr_factor``, ``bleu_sentences``, ``device`` ...). ``cache``: a
     folder; a run found there under its :func:`run_key` is read instead of trained, and
-    every run trained is written there (``run-<key>.json``).
+    every run trained is written there (``run-<key>.json``). ``recorded``: runs by their
+    :func:`run_key`, as :func:`recorded_runs` reads them from a record in ``results/``; a
+    run not in ``cache`` but in ``recorded`` is read from it instead of trained (its key
+    covers everything the run depends on, so only the very same run matches).
 
     Returns ``name -> VariantRuns`` in the order of ``variants``. Every override is checked
     before the first run starts.
@@ -387,6 +416,9 @@ def run_ablation(
             "a non-empty dict of name -> overrides", repr(variants))
     require(cache is None or isinstance(cache, (str, Path)), "cache",
             "a folder (str or Path) or None", type(cache).__name__)
+    require(recorded is None or isinstance(recorded, Mapping), "recorded",
+            "a dict of run key -> stored run (recorded_runs()) or None",
+            type(recorded).__name__)
     plans = []
     for name, overrides in variants.items():
         require(isinstance(overrides, Mapping), f"variants[{name!r}]", "a dict of overrides",
@@ -402,10 +434,13 @@ def run_ablation(
         for seed in own:
             d_k = overrides.get("d_k")
             result, path, key = None, None, ""
-            if cache is not None:
+            if cache is not None or recorded is not None:
                 key = run_key(config, data, steps=steps, seed=seed, d_k=d_k, **train_kwargs)
+            if cache is not None:
                 path = Path(cache) / f"run-{key}.json"
                 result = _cached(path, key)
+            if result is None and recorded is not None and key in recorded:
+                result = _stored_result(recorded[key])
             found = result is not None
             if result is None:
                 result = train_variant(config, data, steps=steps, seed=seed, d_k=d_k,
