@@ -1,4 +1,5 @@
-# The Transformer, step by step. `make book` builds the book; `make test` runs every check.
+# The Transformer, step by step. `make book` builds the book (the self-study edition);
+# `make class` the class edition; `make test` runs every check; `make release` tags a release.
 SHELL := /bin/bash
 PYTHON ?= python3
 VENV ?= .venv
@@ -11,7 +12,8 @@ JOBS ?= 2
 WORKER_ENV := OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 MPLBACKEND=Agg
 LAB_FLAGS := $(if $(filter 0,$(shell id -u)),--allow-root,)
 
-.PHONY: book test lint unit nbval browser execute lab assignments student bench sync gpu-carry clean
+.PHONY: book class test lint unit nbval browser execute lab assignments student release bench sync \
+	gpu-carry clean
 
 $(STAMP): requirements.txt pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -20,15 +22,24 @@ $(STAMP): requirements.txt pyproject.toml
 	$(PY) -m pip install --quiet --no-deps -e .
 	touch $(STAMP)
 
-## book: create .venv if needed, install, build the HTML book from the stored outputs
+## book: create .venv if needed, install, build the HTML book from the stored outputs: the
+## self-study edition (the master notebooks, solutions collapsed) in _build/html
 book: $(STAMP)
 	$(PY) scripts/course_tables.py
 	$(BIN)/jupyter-book build . -W -n --keep-going
 	@echo "Book: $(abspath _build/html/index.html)"
 
-## test: ruff, unit tests, nbval over notebooks/, the book build with warnings as errors, and
-## the built book read in headless Chromium
-test: lint unit nbval book browser
+## class: the class edition in _build/class/html: the chapters' student copies with their
+## results, no solution in the pages, the search index or the downloads (scripts/class_edition.py
+## lays out its source in _build/class-src, builds it, then checks every built file for the
+## master notebooks' solutions)
+class: $(STAMP)
+	$(PY) scripts/course_tables.py
+	$(PY) scripts/class_edition.py build -- -W -n --keep-going
+
+## test: ruff, unit tests, nbval over notebooks/, the book build with warnings as errors, the
+## class edition built and checked for solutions, and the built book read in headless Chromium
+test: lint unit nbval book class browser
 
 ## lint: ruff, mypy over the core (pyproject.toml [tool.mypy]), the notebooks' setup cells, no
 ## copied code (pylint), the floors and their imports (check_structure; sizes over its limits
@@ -72,6 +83,12 @@ assignments: $(STAMP)
 STUDENT_ARGS ?=
 student: $(STAMP)
 	$(PY) scripts/student_branch.py --out _build/student $(STUDENT_ARGS)
+
+## release: on a clean tree whose notebooks install pyproject.toml's version (`make sync`),
+## tag HEAD v<version> and commit the student branch from that tag (scripts/release.py);
+## it prints the push that publishes both (.github/workflows/release.yml does the rest)
+release: $(STAMP)
+	$(PY) scripts/release.py
 
 ## bench: speed ratios against PyTorch's own modules, printed and saved to results/
 bench: $(STAMP)

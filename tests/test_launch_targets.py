@@ -414,3 +414,31 @@ def test_the_sdist_carries_the_results_and_so_does_its_wheel(tmp_path):
     (wheel,) = (tmp_path / "dist").glob("transformer_book-*.whl")
     names = set(zipfile.ZipFile(wheel).namelist())
     assert {f"transformer_book/_results/{name}" for name in RECORDS} <= names
+
+
+# -- One release for every launch target ----------------------------------------------------
+
+
+def _workflow(name: str) -> dict:
+    text = (ROOT / ".github" / "workflows" / name).read_text(encoding="utf-8")
+    return yaml.safe_load(text)
+
+
+def test_a_pushed_release_tag_builds_the_student_branch_and_the_book_from_it():
+    release = _workflow("release.yml")
+    assert release[True]["push"] == {"tags": ["v*"]}  # YAML 1.1 reads `on` as True
+    jobs = release["jobs"]
+    assert "scripts/release.py --check --tag" in str(jobs["check"]["steps"])
+    assert jobs["student"]["uses"] == "./.github/workflows/student.yml"
+    assert jobs["book"]["uses"] == "./.github/workflows/book.yml"
+    for job in ("student", "book"):
+        assert jobs[job]["with"]["ref"] == "${{ github.ref_name }}"
+    student = _workflow("student.yml")
+    assert set(student[True]) == {"workflow_call", "workflow_dispatch"}, "a release builds it"
+    steps = str(student["jobs"]["publish"]["steps"])
+    assert 'student_branch.py --commit --branch student --ref "$REF"' in steps
+    assert set(_workflow("book.yml")[True]) == {"workflow_call", "workflow_dispatch"}
+    # The branch the buttons open is the one the release builds.
+    config = yaml.safe_load((ROOT / "_config.yml").read_text(encoding="utf-8"))
+    assert config["repository"]["branch"] == "student"
+    assert "\nrelease: " in (ROOT / "Makefile").read_text(encoding="utf-8")

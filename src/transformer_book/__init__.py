@@ -30,7 +30,7 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 # The floor each name comes from, bottom up.
 _EXPORTS: dict[str, tuple[str, ...]] = {
