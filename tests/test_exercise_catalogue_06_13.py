@@ -40,8 +40,20 @@ def split_heads_positive_dims(x, h):  # transpose(1, 2) is right for (B, L, d) o
     return x.unflatten(-1, (h, x.shape[-1] // h)).transpose(1, 2)
 
 
+def split_heads_first_attempt(x, h):  # the exercise's first attempt: the chapter's split
+    return x.view(*x.shape[:-1], h, x.shape[-1] // h).transpose(1, 2)
+
+
 def split_heads_assumes_batch(x, h):
     return x.view(x.shape[0], x.shape[1], h, -1).transpose(1, 2)
+
+
+def split_heads_swaps_the_last_two(x, h):  # (..., L, d_k, h): transposes the wrong pair
+    return x.unflatten(-1, (h, x.shape[-1] // h)).transpose(-2, -1)
+
+
+def split_heads_permute(x, h):  # permute(0, 2, 1, 3) names the axes of (B, L, h, d_k) only
+    return x.unflatten(-1, (h, x.shape[-1] // h)).permute(0, 2, 1, 3)
 
 
 def split_heads_chunks(x, h):  # right: h slices of d_k columns, stacked before L
@@ -51,6 +63,10 @@ def split_heads_chunks(x, h):  # right: h slices of d_k columns, stacked before 
 def split_heads_loop(x, h):  # right: a loop over heads (06.1 allows one)
     d_k = x.shape[-1] // h
     return torch.stack([x[..., i * d_k:(i + 1) * d_k] for i in range(h)], dim=-3)
+
+
+def split_heads_movedim(x, h):  # right: movedim, which names the axis to move
+    return x.unflatten(-1, (h, x.shape[-1] // h)).movedim(-2, -3)
 
 
 # ----------------------------------------------------------------------------- 06.2
@@ -64,6 +80,10 @@ def _merge(t):  # (B, h, L, d_k) -> (B, L, d_model)
     return t.transpose(1, 2).flatten(-2)
 
 
+def _keys(key_mask):  # (B, L_k) -> (B, 1, 1, L_k), the layout the heads need
+    return None if key_mask is None else key_mask[:, None, None, :]
+
+
 def _attend(q, k, v, mask, scale, after_softmax=False):
     scores = q @ k.transpose(-2, -1) / scale
     if mask is not None and not after_softmax:
@@ -74,69 +94,120 @@ def _attend(q, k, v, mask, scale, after_softmax=False):
     return weights @ v
 
 
-def mha_scaled_by_d_model(query, key, value, W_q, W_k, W_v, W_o, h, mask=None):
+def mha_scaled_by_d_model(query, key, value, W_q, W_k, W_v, W_o, h, key_mask=None):
     q, k, v = _split(query @ W_q, h), _split(key @ W_k, h), _split(value @ W_v, h)
-    return _merge(_attend(q, k, v, mask, math.sqrt(query.shape[-1]))) @ W_o
+    return _merge(_attend(q, k, v, _keys(key_mask), math.sqrt(query.shape[-1]))) @ W_o
 
 
-def mha_mask_after_softmax(query, key, value, W_q, W_k, W_v, W_o, h, mask=None):
+def mha_mask_after_softmax(query, key, value, W_q, W_k, W_v, W_o, h, key_mask=None):
     q, k, v = _split(query @ W_q, h), _split(key @ W_k, h), _split(value @ W_v, h)
-    return _merge(_attend(q, k, v, mask, math.sqrt(q.shape[-1]), after_softmax=True)) @ W_o
+    return _merge(_attend(q, k, v, _keys(key_mask), math.sqrt(q.shape[-1]),
+                          after_softmax=True)) @ W_o
 
 
-def mha_split_without_transpose(query, key, value, W_q, W_k, W_v, W_o, h, mask=None):
+def mha_split_without_transpose(query, key, value, W_q, W_k, W_v, W_o, h, key_mask=None):
     def split(t):
         return t.reshape(t.shape[0], h, t.shape[1], -1)
 
     out, _ = scaled_dot_product_attention(split(query @ W_q), split(key @ W_k),
-                                          split(value @ W_v), mask)
+                                          split(value @ W_v), _keys(key_mask))
     return out.reshape(query.shape) @ W_o
 
 
-def mha_merge_without_transpose(query, key, value, W_q, W_k, W_v, W_o, h, mask=None):
+def mha_merge_without_transpose(query, key, value, W_q, W_k, W_v, W_o, h, key_mask=None):
     out, _ = scaled_dot_product_attention(_split(query @ W_q, h), _split(key @ W_k, h),
-                                          _split(value @ W_v, h), mask)
+                                          _split(value @ W_v, h), _keys(key_mask))
     return out.reshape(query.shape) @ W_o
 
 
-def mha_keys_from_query(query, key, value, W_q, W_k, W_v, W_o, h, mask=None):
-    if mask is not None and mask.shape[-1] != query.shape[1]:
-        mask = None
+def mha_keys_from_query(query, key, value, W_q, W_k, W_v, W_o, h, key_mask=None):
+    if key_mask is not None and key_mask.shape[-1] != query.shape[1]:
+        key_mask = None
     out, _ = scaled_dot_product_attention(_split(query @ W_q, h), _split(query @ W_k, h),
-                                          _split(query @ W_v, h), mask)
+                                          _split(query @ W_v, h), _keys(key_mask))
     return _merge(out) @ W_o
 
 
-def mha_wraps_the_package_layer(query, key, value, W_q, W_k, W_v, W_o, h, mask=None):
+def mha_first_attempt(query, key, value, W_q, W_k, W_v, W_o, h, key_mask=None):
+    # the exercise's first attempt: the (B, 1, L_k) mask of one head at a time, whose B
+    # lines up with the heads axis of (B, h, L_q, L_k)
+    out, _ = scaled_dot_product_attention(_split(query @ W_q, h), _split(key @ W_k, h),
+                                          _split(value @ W_v, h),
+                                          None if key_mask is None else key_mask[:, None, :])
+    return _merge(out) @ W_o
+
+
+def mha_mask_inverted(query, key, value, W_q, W_k, W_v, W_o, h, key_mask=None):
+    # PyTorch's convention (True = hidden), where the exercise's True means a real key
+    mask = None if key_mask is None else ~_keys(key_mask)
+    out, _ = scaled_dot_product_attention(_split(query @ W_q, h), _split(key @ W_k, h),
+                                          _split(value @ W_v, h), mask)
+    return _merge(out) @ W_o
+
+
+def mha_mask_over_queries(query, key, value, W_q, W_k, W_v, W_o, h, key_mask=None):
+    # (B, 1, L, 1): hides query rows instead of key columns (fits self-attention's shape)
+    mask = None if key_mask is None else key_mask[:, None, :, None]
+    out, _ = scaled_dot_product_attention(_split(query @ W_q, h), _split(key @ W_k, h),
+                                          _split(value @ W_v, h), mask)
+    return _merge(out) @ W_o
+
+
+def mha_split_with_the_query_length(query, key, value, W_q, W_k, W_v, W_o, h, key_mask=None):
+    b, l_q, d_model = query.shape  # the chapter's split, reading B and L from the query
+
+    def split(t):
+        return t.view(b, l_q, h, d_model // h).transpose(1, 2)
+
+    out, _ = scaled_dot_product_attention(split(query @ W_q), split(key @ W_k),
+                                          split(value @ W_v), _keys(key_mask))
+    return _merge(out) @ W_o
+
+
+def mha_wraps_the_package_layer(query, key, value, W_q, W_k, W_v, W_o, h, key_mask=None):
     from transformer_book.nn.attention import MultiHeadAttention
 
     layer = MultiHeadAttention(query.shape[-1], h, bias=False).to(query.dtype)
     with torch.no_grad():
         layer.in_proj.weight.copy_(torch.cat([W_q.T, W_k.T, W_v.T]))
         layer.out_proj.weight.copy_(W_o.T)
-        return layer(query, key, value, mask=mask)[0]
+        return layer(query, key, value, mask=_keys(key_mask))[0]
 
 
-def mha_loop_over_heads(query, key, value, W_q, W_k, W_v, W_o, h, mask=None):
+def mha_loop_over_heads(query, key, value, W_q, W_k, W_v, W_o, h, key_mask=None):
     d_k = query.shape[-1] // h
     heads = []
     for i in range(h):  # one attention call per head, which 06.2 asks not to write
         cols = slice(i * d_k, (i + 1) * d_k)
         out, _ = scaled_dot_product_attention(query @ W_q[:, cols], key @ W_k[:, cols],
                                               value @ W_v[:, cols],
-                                              None if mask is None else mask[:, 0]
-                                              if mask.ndim == 4 else mask)
+                                              None if key_mask is None else key_mask[:, None])
         heads.append(out)
     return torch.cat(heads, -1) @ W_o
 
 
-def mha_einsum(query, key, value, W_q, W_k, W_v, W_o, h, mask=None):  # right
+def mha_einsum(query, key, value, W_q, W_k, W_v, W_o, h, key_mask=None):  # right
     d_k = query.shape[-1] // h
     q = torch.einsum("bld,dhk->bhlk", query, W_q.unflatten(1, (h, d_k)))
     k = torch.einsum("bld,dhk->bhlk", key, W_k.unflatten(1, (h, d_k)))
     v = torch.einsum("bld,dhk->bhlk", value, W_v.unflatten(1, (h, d_k)))
-    out = _attend(q, k, v, mask, math.sqrt(d_k))
+    out = _attend(q, k, v, _keys(key_mask), math.sqrt(d_k))
     return torch.einsum("bhlk,hkd->bld", out, W_o.unflatten(0, (h, d_k)))
+
+
+def mha_heads_in_the_batch(query, key, value, W_q, W_k, W_v, W_o, h, key_mask=None):  # right
+    b = query.shape[0]
+
+    def fold(t):  # (B, L, d_model) -> (B, h, L, d_k) -> (B·h, L, d_k)
+        return _split(t, h).flatten(0, 1)
+
+    mask = None
+    if key_mask is not None:  # (B, L_k) -> (B·h, 1, L_k): each example's mask, h times
+        mask = key_mask.repeat_interleave(h, dim=0)[:, None, :]
+    out, _ = scaled_dot_product_attention(fold(query @ W_q), fold(key @ W_k),
+                                          fold(value @ W_v), mask)
+    # (B·h, L_q, d_k) -> (B, h, L_q, d_k) -> (B, L_q, d_model)
+    return _merge(out.unflatten(0, (b, h))) @ W_o
 
 
 # ----------------------------------------------------------------------------- 07.1
@@ -988,10 +1059,12 @@ def ppl_logsumexp(logits, targets, pad_id=0):  # right: log Z minus the target l
 
 WRONG = {
     "06.1": [split_heads_view_without_transpose, split_heads_strided_columns,
-             split_heads_positive_dims, split_heads_assumes_batch],
+             split_heads_positive_dims, split_heads_first_attempt, split_heads_assumes_batch,
+             split_heads_swaps_the_last_two, split_heads_permute],
     "06.2": [mha_scaled_by_d_model, mha_mask_after_softmax, mha_split_without_transpose,
-             mha_merge_without_transpose, mha_keys_from_query, mha_wraps_the_package_layer,
-             mha_loop_over_heads],
+             mha_merge_without_transpose, mha_keys_from_query, mha_first_attempt,
+             mha_mask_inverted, mha_mask_over_queries, mha_split_with_the_query_length,
+             mha_wraps_the_package_layer, mha_loop_over_heads],
     "07.1": [cross_unscaled, cross_scaled_by_d_v, cross_mask_after_softmax,
              cross_softmax_over_queries, cross_mask_over_queries],
     "07.2": [alignment_mean_of_fractions, alignment_counts_padded_rows, alignment_off_by_one,
@@ -1032,8 +1105,8 @@ WRONG = {
 }
 
 RIGHT = {
-    "06.1": [split_heads_chunks, split_heads_loop],
-    "06.2": [mha_einsum],
+    "06.1": [split_heads_chunks, split_heads_loop, split_heads_movedim],
+    "06.2": [mha_einsum, mha_heads_in_the_batch],
     "07.1": [cross_large_negative_fill],
     "07.2": [alignment_vectorised],
     "07.5": [blind_by_length_groups],
