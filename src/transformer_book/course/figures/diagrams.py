@@ -615,8 +615,8 @@ def beam_tree_figure(tree: BeamNode) -> Diagram:
     blue, finished ones (``<eos>``) in green with their length-penalised score, dropped
     candidates dashed and grey."""
     leaves, depth = _check_node(tree, "tree", 0)
-    require(leaves <= 16, "tree", "at most 16 leaves", leaves)
-    column = 3.0
+    require(leaves <= 20, "tree", "at most 20 leaves", leaves)
+    column, pitch = 3.2, 1.4  # units between steps, between leaves
     positions: dict[int, tuple[float, float]] = {}
     counter = [0.0]
 
@@ -625,7 +625,7 @@ def beam_tree_figure(tree: BeamNode) -> Diagram:
             y = float(np.mean([place(child, level + 1) for child in node.children]))
         else:
             y = -counter[0]
-            counter[0] += 1.1
+            counter[0] += pitch
         positions[id(node)] = (level * column, y)
         return y
 
@@ -637,20 +637,20 @@ def beam_tree_figure(tree: BeamNode) -> Diagram:
         x, y = positions[id(node)]
         for child in node.children:
             cx, cy = positions[id(child)]
-            line(ax, [x + 0.95, cx - 0.95], [y, cy],
+            line(ax, [x + 1.25, cx - 1.25], [y, cy],
                   PALETTE[5] if child.status == "dropped" else "black", 0.9,
                   linestyle="--" if child.status == "dropped" else "-")
             draw(child)
         dropped = node.status == "dropped"
-        box(ax, x, y, 1.9, 0.85, f"{node.token}\n{node.log_prob:.2f}", faces[node.status],
+        box(ax, x, y, 2.5, 1.15, f"{node.token}\n{node.log_prob:.2f}", faces[node.status],
              size=8, edge=PALETTE[5] if dropped else "black",
              style="--" if dropped else "-")
         if node.status == "finished":
-            ax.text(x + 1.05, y, f"score\n{node.score:.2f}", ha="left", va="center",
+            ax.text(x + 1.35, y, f"score\n{node.score:.2f}", ha="left", va="center",
                     fontsize=8, color=PALETTE[2])
 
-    bottom = -(leaves - 1) * 1.1
-    width = (depth + 1) * column + 1.2
+    bottom = -(leaves - 1) * pitch
+    width = (depth + 1) * column + 1.0
     alt_counts: dict[str, int] = {}
     stack = [tree]
     while stack:
@@ -662,10 +662,10 @@ def beam_tree_figure(tree: BeamNode) -> Diagram:
            f"finished hypotheses with their length-penalised scores and "
            f"{alt_counts.get('dropped', 0)} dropped candidates, each node showing its token "
            f"and cumulative log-probability.")
-    fig, (ax,) = canvas(alt, (-1.1, max(width, 9.0)), (bottom - 1.9, 0.7))
+    fig, (ax,) = canvas(alt, (-1.4, max(width, 9.0)), (bottom - 2.0, 0.8))
     draw(tree)
     for i, status in enumerate(BEAM_STATUSES):
-        x = -0.8 + i * 3.2
+        x = -0.8 + i * 3.8
         ax.add_patch(Rectangle((x, bottom - 1.6), 0.6, 0.45, facecolor=faces[status],
                                edgecolor="black", linewidth=0.8,
                                linestyle="--" if status == "dropped" else "-"))
