@@ -42,6 +42,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -107,8 +108,8 @@ def class_notebook(master: nbformat.NotebookNode, name: str,
     return student
 
 
-def _chapters(chapters: list[str] | None) -> list[Path]:
-    paths = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+def _chapters(chapters: list[str] | None, source: Path = ROOT / "notebooks") -> list[Path]:
+    paths = sorted(source.glob("[0-9][0-9]_*.ipynb"))
     if chapters:
         paths = [p for p in paths if p.name[:2] in chapters]
         if {p.name[:2] for p in paths} != set(chapters):
@@ -136,8 +137,10 @@ def _config() -> str:
     return header + yaml.safe_dump(config, sort_keys=False, allow_unicode=True)
 
 
-def tree_files(chapters: list[str] | None = None) -> dict[str, bytes]:
-    """``{path in the build tree: content}`` of the class edition's source (module doc)."""
+def tree_files(chapters: list[str] | None = None, source: Path = ROOT / "notebooks"
+               ) -> dict[str, bytes]:
+    """``{path in the build tree: content}`` of the class edition's source (module doc),
+    its chapters made from the master notebooks in ``source``."""
     files: dict[str, bytes] = {"_config.yml": _config().encode("utf-8")}
     for name in BOOK_FILES:
         path = ROOT / name
@@ -145,7 +148,7 @@ def tree_files(chapters: list[str] | None = None) -> dict[str, bytes]:
         for file in found:
             if "__pycache__" not in file.parts:
                 files[file.relative_to(ROOT).as_posix()] = file.read_bytes()
-    paths = _chapters(chapters)
+    paths = _chapters(chapters, source)
     if chapters:
         files["_toc.yml"] = _toc({p.stem for p in paths}).encode("utf-8")
     citations = read_citations(ROOT / "book" / "references.bib")
@@ -279,10 +282,12 @@ def _document_text(path: Path) -> str:
 
 
 def _index_terms(path: Path) -> set[str]:
-    """The terms of Sphinx's ``searchindex.js`` (stemmed words of every page and title)."""
+    """The terms of Sphinx's ``searchindex.js`` (stemmed words of the pages and titles) that
+    lead to a page: an incremental build keeps a word no page holds any more, with no page."""
     text = path.read_text(encoding="utf-8")
     index = json.loads(text[text.index("(") + 1: text.rindex(")")])
-    return set(index.get("terms", {})) | set(index.get("titleterms", {}))
+    terms = {**index.get("terms", {}), **index.get("titleterms", {})}
+    return {term for term, pages in terms.items() if pages or pages == 0}
 
 
 @functools.cache
@@ -329,14 +334,18 @@ def main(argv: list[str] | None = None) -> int:
     check.add_argument("--source", type=Path, default=ROOT / "notebooks",
                        help="the master notebooks (default: notebooks/)")
     args = parser.parse_args(argv)
-    if args.command in ("tree", "build"):
-        lay_out(args.out, tree_files(args.chapters))
-        print(f"class edition source in {args.out}")
-    if args.command == "build":
-        build(args.out, args.html, args.jupyter_book_args)
-        args.html_dir, args.source = args.html, ROOT / "notebooks"
+    with tempfile.TemporaryDirectory() as snapshot:
+        if args.command in ("tree", "build"):
+            # The masters as they are now: the check reads the ones the edition was built from.
+            for path in _chapters(args.chapters):
+                shutil.copy2(path, snapshot)
+            lay_out(args.out, tree_files(args.chapters, Path(snapshot)))
+            print(f"class edition source in {args.out}")
+        if args.command == "build":
+            build(args.out, args.html, args.jupyter_book_args)
+            args.html_dir, args.source = args.html, Path(snapshot)
+        found = leaks(args.html_dir, args.source) if args.command != "tree" else []
     if args.command in ("build", "check"):
-        found = leaks(args.html_dir, args.source)
         for message in found:
             print(f"solution text in {message}")
         if found:
