@@ -59,7 +59,9 @@ nbval: $(STAMP)
 		--nbval-sanitize-with nbval_sanitize.cfg -q -p no:randomly
 
 ## browser: read every page of the built book in headless Chromium (Debian's `chromium`), at
-## 1400 and 390 px, offline: no overflow, math typeset locally, no raw markup, alt texts, links
+## 1400 and 390 px, light and dark, offline: no overflow, math typeset locally, no raw markup,
+## alt texts, caption contrast, no other host, no console error, links; each chapter opens
+## on a diagram, its first visible code at most 12 lines, at most ~4,000 words of prose
 browser: book
 	$(PY) scripts/book_browser.py _build/html
 

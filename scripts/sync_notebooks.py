@@ -5,6 +5,8 @@
   book's pages leave it out. It installs the release the book was written against, the tag
   ``v<version>`` of ``pyproject.toml``'s version, keeps Colab's own torch, and puts the
   course cache on Google Drive when Drive is mounted. The URL lives only in ``_config.yml``.
+  Cell 2, the chapter's own setup (imports, ``set_seed``, the device), is collapsed in the
+  book behind a toggle (tag ``hide-input``): its output, the device, stays in view.
 - Exercises: each ``{exercise}`` title starts with its id (``05.1 · Title``) and the box
   has ``:nonumber:`` (the id, not a book-wide number); solution code cells are collapsed
   behind "Show solution"; ``{solution}`` cells are tagged ``solution``; every exercise cell
@@ -145,6 +147,8 @@ def sync_header(notebook: nbformat.NotebookNode, name: str) -> list[str]:
     if setup.metadata.get("tags") != SETUP_TAGS:
         changes.append(f"cell 1: setup cell tags {setup.metadata.get('tags')} -> {SETUP_TAGS}")
         setup.metadata["tags"] = list(SETUP_TAGS)
+    if len(cells) > 2 and cells[2].cell_type == "code" and _add_tag(cells[2], "hide-input"):
+        changes.append("cell 2: the chapter's setup cell is not collapsed (tag hide-input)")
     return changes
 
 

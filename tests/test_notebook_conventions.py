@@ -72,6 +72,14 @@ def test_setup_cell_fits_in_twelve_lines(path):
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_setup_cell_is_collapsed_in_the_book(path):
+    """The book opens on the chapter's question, not its imports (`make sync` tags it)."""
+    assert "hide-input" in read(path).cells[2].metadata.get("tags", []), (
+        f"{path.name}: run `make sync`: the setup cell is not collapsed"
+    )
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
 def test_outputs_are_stored_and_error_free(path):
     code = [c for c in read(path).cells if c.cell_type == "code"]
     assert any(c.outputs for c in code), f"{path.name}: run `make execute` to store outputs"
