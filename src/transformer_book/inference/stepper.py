@@ -4,7 +4,9 @@ decoder stepped one token at a time with a key/value cache (Section 6.1).
 KV cache: the decoder keeps each layer's self-attention keys and values and extends them by
 one token per step, so step t costs O(t) instead of re-running the whole prefix (O(t²));
 the cross-attention keys and values are projected from the encoder output once per
-sentence (:class:`~transformer_book.nn.kv_cache.DecoderCache`).
+sentence (:class:`~transformer_book.nn.kv_cache.DecoderCache`). Given ``max_length``, the
+stepper keeps them in a :class:`~transformer_book.nn.kv_cache.StaticDecoderCache` instead,
+allocated once to that many positions and written in place (the fast path of greedy search).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from contextlib import contextmanager
 
 import torch
 
+from transformer_book.nn.kv_cache import DecoderCache, StaticDecoderCache
 from transformer_book.nn.transformer import Transformer
 from transformer_book.util.validation import require, require_int
 
@@ -58,12 +61,20 @@ class Stepper:
     step's hypotheses (beam search). ``select(sentences, rows)`` keeps only ``sentences``
     (long ``(B',)``), source and memory included, so that finished sentences stop costing
     work, and makes the cache follow ``rows`` of theirs in the same copy.
+
+    ``max_length`` (with ``use_cache``): the most positions the prefix will reach; the cache
+    is then a :class:`~transformer_book.nn.kv_cache.StaticDecoderCache` of that many
+    positions (the same scores, no growing buffers).
     """
 
     def __init__(self, model: Transformer, src_ids: torch.Tensor, memory: torch.Tensor,
-                 use_cache: bool, normalize: bool = True) -> None:
+                 use_cache: bool, normalize: bool = True, max_length: int | None = None
+                 ) -> None:
         self.model, self.src, self.memory, self.normalize = model, src_ids, memory, normalize
-        self.cache = model.new_cache() if use_cache else None
+        self.cache: DecoderCache | None = None
+        if use_cache:
+            self.cache = (model.new_cache() if max_length is None
+                          else StaticDecoderCache(max_length=max_length))
         config = model.config
         self.never = torch.tensor([config.pad_id, config.bos_id], device=src_ids.device)
 

@@ -5,6 +5,13 @@ work over a sentence). Keys and values of past positions do not change, so each 
 layer keeps them: its self-attention's grow by one position per step, its cross-attention's
 (projections of the encoder output) are computed once per sentence. Beam search reorders
 the self-attention entries along the chosen beams and drops finished sentences.
+
+:class:`DecoderCache` is the teaching path: its buffers grow as decoding goes (``torch.cat``
+at each step of greedy search). :class:`StaticDecoderCache` is the fast path for greedy
+search (``greedy_decode(..., fast=True)``): each layer's self-attention buffers are allocated
+once, ``(N, h, max_length, d_k)``, and every step writes its keys and values in place at
+the next position; tests prove it equal to :class:`DecoderCache` and to decoding without a
+cache, and ``benchmarks/bench_fast.py`` times it against :class:`DecoderCache`.
 """
 
 from __future__ import annotations
@@ -13,7 +20,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-__all__ = ["KV", "DecoderCache"]
+__all__ = ["KV", "DecoderCache", "StaticDecoderCache", "StaticKV"]
 
 
 @dataclass
@@ -60,8 +67,13 @@ class KV:
     def reorder(self, index: torch.Tensor) -> None:
         """Keep rows ``index`` (long ``(N',)``, repeats allowed), copied into buffers with
         room for one more position: ``(N, h, length, d_k) -> (N', h, length + 1, d_k)``."""
+        self._copy_rows(index, self.length + 1)
+
+    def _copy_rows(self, index: torch.Tensor, positions: int) -> None:
+        """New buffers ``(N', h, positions, d_k)`` holding rows ``index`` of the filled
+        positions (``positions >= length``)."""
         past_k, past_v = self.cached()
-        shape = (index.shape[0], past_k.shape[1], self.length + 1, past_k.shape[3])
+        shape = (index.shape[0], past_k.shape[1], positions, past_k.shape[3])
         self.k, self.v = past_k.new_empty(shape), past_v.new_empty(shape)
         torch.index_select(past_k, 0, index, out=self.k[:, :, : self.length])
         torch.index_select(past_v, 0, index, out=self.v[:, :, : self.length])
@@ -123,3 +135,48 @@ class DecoderCache:
         one hypothesis per sentence) of the self-attention cache."""
         self.reorder(sentences if hypotheses is None else hypotheses)
         self.cross_kv = [entry.select(sentences) for entry in self.cross_kv]
+
+
+@dataclass
+class StaticKV(KV):
+    """A :class:`KV` whose buffers always span ``capacity`` positions, ``(N, h, capacity,
+    d_k)``, allocated once: :meth:`append` writes in place at positions ``length ..``, and
+    :meth:`reorder` copies the filled positions into new full-size buffers. Appending past
+    ``capacity`` falls back to :class:`KV`'s ``torch.cat`` (never needed when ``capacity``
+    is the longest output)."""
+
+    capacity: int = 0
+
+    @classmethod
+    def allocate(cls, k: torch.Tensor, v: torch.Tensor, capacity: int) -> StaticKV:
+        """Buffers of ``max(capacity, t)`` positions holding ``k, v (N, h, t, d_k)`` first."""
+        n, h, t, d = k.shape
+        shape = (n, h, max(capacity, t), d)  # (N, h, capacity, d_k)
+        entry = cls(k.new_empty(shape), v.new_empty(shape), 0, capacity=shape[2])
+        entry.append(k, v)
+        return entry
+
+    def reorder(self, index: torch.Tensor) -> None:
+        """Keep rows ``index`` (long ``(N',)``): ``(N, h, capacity, d_k) -> (N', h,
+        capacity, d_k)``, the filled positions copied."""
+        self._copy_rows(index, max(self.capacity, self.length + 1))
+
+
+@dataclass
+class StaticDecoderCache(DecoderCache):
+    """A :class:`DecoderCache` whose self-attention keys and values sit in buffers of
+    ``max_length`` positions (:class:`StaticKV`), allocated at the first call and written in
+    place by position after it: no buffer grows, no past position is copied while
+    decoding (only when :meth:`select` drops finished sentences). ``max_length``: the most
+    target positions decoded, ``<bos>`` included (greedy search: its longest output + 1)."""
+
+    max_length: int = 1
+
+    def extend(self, layer: int, k: torch.Tensor, v: torch.Tensor
+               ) -> tuple[torch.Tensor, torch.Tensor]:
+        """:meth:`DecoderCache.extend`, with the first call allocating the full buffers."""
+        if layer == len(self.self_kv):  # first call: allocate max_length positions
+            entry = StaticKV.allocate(k, v, self.max_length)
+            self.self_kv.append(entry)
+            return entry.cached()
+        return self.self_kv[layer].append(k, v)
