@@ -6,6 +6,7 @@ Usage::
     python benchmarks/run_all.py --quick              # small sizes, a smoke run
     python benchmarks/run_all.py --results results    # also write results/bench-<UTC>.json
     python benchmarks/run_all.py --clock cpu          # CPU time: steadier on a busy machine
+    python benchmarks/run_all.py --only bench_fast    # only the named benchmarks
 
 Each ``benchmarks/bench_*.py`` exposes ``run(quick=False, clock="wall") -> list[dict]``; this
 script calls them all (in name order), turns their rows into one table -- name, ours,
@@ -29,11 +30,17 @@ greedy decoding, cache vs no cache         3.0    the KV cache must pay for itse
 beam 4 vs greedy (greedy time / beam time) 1/3    beam search within 3x of greedy
 val beam 4 and greedy, course vs generate  1.0    ours at least as fast as ``transformers``
 val beam 4 / greedy, course vs CTranslate2 0      the gap to a C++ engine, measured
+fast_dropout vs F.dropout, fwd + bwd       1.0    the opt-in fast path must pay for itself
+train step, fast dropout vs nn.Dropout     1.0    the same, in a whole step
+greedy, static cache vs growing cache      1.0    the same, for greedy search's fast path
 =========================================  =====  ==========================================
 
 ``bench_engines`` exports chapter 10's model (``transformer-book export``) and times the
 course's decoding against ``transformers``' ``generate`` and CTranslate2 (float32, int8) on
 the val split, printing its own table with each engine's sacreBLEU.
+
+``bench_fast`` times the opt-in fast paths against the defaults they replace (dropout's
+cheaper masks, greedy search's static key/value cache), each row naming the CPU and the load.
 
 ``bench_peers`` times a training step of ``configs/small.toml``'s model against
 ``MarianMTModel`` and ``nn.Transformer`` holding the same weights, and the share of this
@@ -130,6 +137,17 @@ def normalise(source: str, rows: Sequence[dict[str, Any]]) -> list[dict[str, Any
     return table
 
 
+def select(paths: Sequence[Path], only: Sequence[str] | None) -> list[Path]:
+    """The benchmark files named in ``only`` (stems such as ``bench_fast``), or all of them;
+    a name that matches no file is refused."""
+    if not only:
+        return list(paths)
+    stems = {path.stem for path in paths}
+    unknown = [name for name in only if name not in stems]
+    require(not unknown, "--only", f"benchmark names among {sorted(stems)}", unknown)
+    return [path for path in paths if path.stem in only]
+
+
 def run_all(quick: bool = False, clock: str = "wall", paths: Sequence[Path] | None = None,
             log: Callable[[str], None] = print) -> tuple[list[dict], dict[str, list[dict]]]:
     """Run every benchmark; return ``(table rows, {benchmark: raw rows})``."""
@@ -215,9 +233,13 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="run everything this many times and report each row's median")
     parser.add_argument("--compare", type=Path, default=None,
                         help="a previous bench record: list the rows more than 10%% worse")
+    parser.add_argument("--only", nargs="+", default=None, metavar="BENCH",
+                        help="run only these benchmarks (file stems, e.g. bench_fast)")
     args = parser.parse_args(argv)
     require(args.repeat >= 1, "--repeat", "an integer >= 1", args.repeat)
-    runs = [run_all(quick=args.quick, clock=args.clock) for _ in range(args.repeat)]
+    paths = select(discover(), args.only)
+    runs = [run_all(quick=args.quick, clock=args.clock, paths=paths)
+            for _ in range(args.repeat)]
     table = median_table([t for t, _ in runs]) if args.repeat > 1 else runs[0][0]
     raw = runs[0][1] if args.repeat == 1 else {"runs": [r for _, r in runs]}
     print(format_table(table))
@@ -227,7 +249,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                                                 "no ratio more than 10% worse"))
     if args.results is not None:
         record = {"kind": "bench", "quick": args.quick, "clock": args.clock,
-                  "repeat": args.repeat,
+                  "repeat": args.repeat, "only": args.only,
                   "command": command_line(["python", "benchmarks/run_all.py",
                                            *(sys.argv[1:] if argv is None else argv)]),
                   "git": git_commit(), "hardware": hardware_info("cpu"),

@@ -26,7 +26,8 @@ ATTENTION_ROW = {"benchmark": "attention", "B": 32, "L": 128, "d_model": 512, "h
 
 def test_every_benchmark_is_discovered_and_has_run():
     names = [p.stem for p in run_all.discover()]
-    assert {"bench_attention", "bench_decode", "bench_model", "bench_sdpa"} <= set(names)
+    assert {"bench_attention", "bench_decode", "bench_fast", "bench_model",
+            "bench_sdpa"} <= set(names)
     for path in run_all.discover():
         assert callable(run_all.load(path).run)
 
@@ -128,3 +129,20 @@ def test_bench_model_times_two_equal_models():
     tgt = torch.randint(3, bench_model.VOCAB, (2, 5))
     with torch.no_grad():
         torch.testing.assert_close(ours(src, tgt), ref(src, tgt), rtol=1e-4, atol=1e-4)
+
+
+def test_only_runs_the_named_benchmarks(tmp_path, capsys):
+    for name in ("bench_a", "bench_b"):
+        (tmp_path / f"{name}.py").write_text(
+            "def run(quick=False, clock='wall'):\n"
+            f"    return [{{'name': '{name}', 'ours': 1, 'reference': 2, 'ratio': 2, "
+            "'goal': 1}]\n")
+    paths = run_all.discover(tmp_path)
+    chosen = run_all.select(paths, ["bench_b"])
+    assert [p.stem for p in chosen] == ["bench_b"]
+    assert run_all.select(paths, None) == paths
+    table, raw = run_all.run_all(quick=True, paths=chosen, log=lambda _: None)
+    assert [r["name"] for r in table] == ["bench_b"] and set(raw) == {"bench_b"}
+    with pytest.raises(BookError, match=r"--only: expected benchmark names among "
+                                        r"\['bench_a', 'bench_b'\], received \['bench_c'\]"):
+        run_all.select(paths, ["bench_c"])

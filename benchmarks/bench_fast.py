@@ -1,0 +1,160 @@
+"""The package's opt-in fast paths against the default ones: dropout's cheaper masks and
+greedy search's static key/value cache.
+
+Usage: ``python benchmarks/bench_fast.py [--quick] [--clock cpu] [--json PATH]``; ``make
+bench`` runs it through ``run_all.py``.
+
+Rows (``ratio = reference seconds / ours``, > 1: the fast path is faster), each timed in
+one process, on one intra-op thread, in interleaved repeats (medians), the CPU and the load
+average before and after named in every row (``cpu``, ``load_average``):
+
+- ``dropout``: :func:`~transformer_book.nn.dropout.fast_dropout` against ``F.dropout``,
+  forward and backward, p = 0.2, on the residual stream of a step of ``configs/small.toml``'s
+  model as ``bench_peers`` times it (64 pairs of 16 tokens: ``(64, 16, 256)``), in fp32 and
+  in bf16 (the dtype the sub-layers give dropout under CPU bf16 autocast). Goal 1.
+- ``train step``: that whole step (forward, label-smoothed loss, backward, Adam; dropout 0.2)
+  with :func:`~transformer_book.nn.dropout.use_fast_dropout` against the same model with
+  ``nn.Dropout``, in fp32 and under bf16 autocast (``precision = "bf16"``; what ``"auto"``
+  picks on this CPU, and why, is in the row: :func:`~transformer_book.train.runtime.
+  choose_precision`). At full size the row also gives the share of each step's self CPU
+  time spent drawing masks (``mask_share``: ``bernoulli_``; ``random_`` and ``ge``), from
+  ``torch.profiler``. Goal 1.
+- ``greedy static cache``: ``greedy_decode(fast=True)``
+  (:class:`~transformer_book.nn.kv_cache.StaticDecoderCache`) against the default growing
+  cache, the small preset with random weights in eval mode, 50 tokens (``min_len`` fixes the
+  steps, as in ``bench_decode``), at batch 64 and batch 1. Goal 1.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from _common import command_line, measure, medians, one_thread  # benchmarks/_common.py
+from bench_peers import make_batch, profile, small_config, steps
+
+from transformer_book.inference.greedy import greedy_decode
+from transformer_book.nn.config import TransformerConfig
+from transformer_book.nn.dropout import fast_dropout, use_fast_dropout
+from transformer_book.nn.transformer import Transformer
+from transformer_book.train.runtime import choose_precision
+from transformer_book.util.env import cpu_name
+
+FULL = dict(batch=64, length=16, repeats=7, decode_batches=(64, 1), decode_steps=50,
+            decode_repeats=5, quick=False)
+QUICK = dict(batch=4, length=8, repeats=2, decode_batches=(4,), decode_steps=8,
+             decode_repeats=1, quick=True)
+#: The operators that draw dropout masks: nn.Dropout's, and fast_dropout's draw and compare.
+MASK_OPS = {"reference": ("aten::bernoulli_",), "ours": ("aten::random_", "aten::ge")}
+P_DROP = 0.2
+GOAL = 1.0
+
+
+def run(quick: bool = False, clock: str = "wall") -> list[dict]:
+    """Every row at the quick or full size (see the module docstring)."""
+    size = QUICK if quick else FULL
+    cpu = cpu_name()
+    rows: list[dict] = []
+    with one_thread():
+        for name, timed in [*_dropout_rows(size, clock), *_step_rows(size, clock),
+                            *_decode_rows(size, clock)]:
+            load = list(os.getloadavg())
+            row = timed()
+            rows.append({**row, "name": f"{name} ({cpu}, 1 thread)", "unit": "s",
+                         "ratio": row["reference"] / row["ours"], "goal": GOAL, "cpu": cpu,
+                         "clock": clock, "load_average": [load[0], os.getloadavg()[0]]})
+    return rows
+
+
+Timed = tuple[str, Callable[[], dict[str, Any]]]
+
+
+def _pair(calls: dict[str, Callable[[], object]], repeats: int, clock: str
+          ) -> dict[str, Any]:
+    """``ours`` and ``reference`` medians of interleaved repeats."""
+    t = medians(measure(calls, repeats, clock=clock))
+    return {"ours": t["ours"], "reference": t["reference"]}
+
+
+def _dropout_rows(size: dict, clock: str) -> list[Timed]:
+    shape = (size["batch"], size["length"], 256)  # the small preset's residual stream
+
+    def timed(dtype: torch.dtype) -> dict[str, Any]:
+        torch.manual_seed(0)
+        x = torch.randn(shape, dtype=dtype, requires_grad=True)
+        grad = torch.randn(shape, dtype=dtype)
+        calls = {"ours": lambda: fast_dropout(x, P_DROP).backward(grad),
+                 "reference": lambda: F.dropout(x, P_DROP, True).backward(grad)}
+        return _pair(calls, size["repeats"] * 3, clock)
+
+    label = "x".join(map(str, shape))
+    return [(f"dropout p={P_DROP} fwd+bwd {label} {name}, fast_dropout vs F.dropout",
+             lambda dtype=dtype: timed(dtype))  # type: ignore[misc]
+            for name, dtype in (("fp32", torch.float32), ("bf16", torch.bfloat16))]
+
+
+def _step_rows(size: dict, clock: str) -> list[Timed]:
+    config = small_config()
+    choice = choose_precision("auto", "cpu", width=(config.d_model, config.d_ff))
+
+    def timed(precision: str) -> dict[str, Any]:
+        src, tgt = make_batch(config, size["batch"], size["length"])
+        torch.manual_seed(0)
+        plain = Transformer(config).train()
+        fast = Transformer(config).train()
+        fast.load_state_dict(plain.state_dict())
+        use_fast_dropout(fast)
+        calls = steps({"ours": fast, "reference": plain}, src, tgt, precision)
+        row = {**_pair(calls, size["repeats"], clock), "auto_precision": choice.precision,
+               "auto_reason": choice.reason}
+        if not size.get("quick"):  # where the step's time goes: the mask draws' share
+            row["mask_share"] = {name: _share(profile(call, 2), MASK_OPS[name])
+                                 for name, call in (("ours", calls["ours"]),
+                                                    ("reference", calls["reference"]))}
+        return row
+
+    label = f"{size['batch']}x{size['length']}+{size['length']}"
+    return [(f"train step small {label} {precision}, fast dropout vs nn.Dropout",
+             lambda precision=precision: timed(precision))  # type: ignore[misc]
+            for precision in ("fp32", "bf16")]
+
+
+def _share(top: list[dict[str, Any]], ops: tuple[str, ...]) -> float:
+    """The share of a step's self CPU time spent in ``ops`` (from :func:`profile`'s rows)."""
+    return sum(row["share"] for row in top if row["op"] in ops)
+
+
+def _decode_rows(size: dict, clock: str) -> list[Timed]:
+    torch.manual_seed(0)
+    model = Transformer(TransformerConfig.preset("small", 8000, max_len=128)).eval()
+    steps_ = size["decode_steps"]
+    fixed = dict(max_len_a=0.0, max_len_b=steps_, min_len=steps_)
+
+    def timed(batch: int) -> dict[str, Any]:
+        src = torch.randint(4, 8000, (batch, 20))
+        same = greedy_decode(model, src, fast=True, **fixed) == greedy_decode(model, src, **fixed)
+        calls = {"ours": lambda: greedy_decode(model, src, fast=True, **fixed),
+                 "reference": lambda: greedy_decode(model, src, **fixed)}
+        return {**_pair(calls, size["decode_repeats"], clock), "same_tokens": same}
+
+    return [(f"greedy static cache vs growing cache, B={batch}, {steps_} tokens",
+             lambda batch=batch: timed(batch))  # type: ignore[misc]
+            for batch in size["decode_batches"]]
+
+
+def _print(rows: list[dict]) -> None:
+    width = max([len(r["name"]) for r in rows] + [10])
+    print(f"{'benchmark':<{width}} | {'ours s':>9} {'ref s':>9} | {'ratio':>6} | load")
+    for r in rows:
+        print(f"{r['name']:<{width}} | {r['ours']:9.4f} {r['reference']:9.4f} | "
+              f"{r['ratio']:6.2f} | {r['load_average'][0]:.2f} -> {r['load_average'][1]:.2f}")
+
+
+main = command_line(__doc__, run, _print)
+
+
+if __name__ == "__main__":
+    main()
