@@ -27,8 +27,7 @@ the 0/1 mask straight into ``x``'s dtype (``torch.ge(..., out=)``), divided by `
 With ``p = 0``, in eval mode, off the CPU and while ``torch.compile`` traces (the compiler
 makes its own dropout), :func:`fast_dropout` is ``F.dropout`` itself. :class:`FastDropout` is
 the module, and :func:`use_fast_dropout` swaps every ``nn.Dropout`` of a model for it (and
-back): the one, opt-in, switch. Drawing the masks of several layers at once does not pay on
-the CPU (one long draw measured slower than fifteen short ones), so each layer draws its own.
+back): the one, opt-in, switch.
 """
 
 from __future__ import annotations
