@@ -92,7 +92,7 @@ def package_step(scores, logp, k, eos, t, alpha, max_len, before, stop):
     finished = [[]]
     _finish(search, finished, cand, token, beam, prefix, t, alpha, eos)
     forced = torch.tensor([t >= max_len])
-    token, rows = _survive(search, cand, token, beam, eos, forced, stop)
+    token, rows, _ = _survive(search, cand, token, beam, eos, forced, stop)  # _: kept (trace)
     live = [(s, r, v) for s, r, v in zip(search.scores[0].tolist(), rows[0].tolist(),
                                          token[0].tolist(), strict=True) if math.isfinite(s)]
     return [(s, hyp[0]) for s, hyp in finished[0]], live, bool(search.done[0])
