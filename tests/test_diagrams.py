@@ -153,6 +153,18 @@ def test_bad_arguments_are_refused_by_name(call, message):
 # --------------------------------------------------------------------------- chapter diagrams
 
 
+def test_path_length_cones_reach_the_first_input_only_at_the_measured_depth():
+    from transformer_book.course.figures.chapter_diagrams import _cone
+
+    def reached(layers):
+        return {source for source, _ in _cone(8, layers)[-1]}
+
+    dilated = [(2, 2 ** i) for i in range(3)]  # ByteNet: dilations 1, 2, 4
+    assert reached(dilated) == set(range(8)), "3 dilated layers see every input"
+    assert 0 not in reached(dilated[:2]), "2 do not reach the first"
+    assert 0 in reached([(3, 1)] * 4) and 0 not in reached([(3, 1)] * 3), "ConvS2S, k = 3"
+
+
 def test_path_length_figure_measures_its_layer_counts():
     from transformer_book.baselines.conv import path_length_convs2s, path_length_dilated
 

@@ -94,7 +94,7 @@ def path_length_figure(n: int = 8, kernel_size: int = 3) -> Diagram:
         ("recurrent network", f"{n - 1} sequential steps", n - 1, "rnn", 1),
         ("self-attention", "1 layer", 1, "attention", 1),
         ("ByteNet-style, k = 2", f"{byte_layers} layers (log₂ {n} = {math.log2(n):.1f})",
-         byte_layers, "conv", byte_layers),
+         byte_layers, "dilated", byte_layers),
         (f"ConvS2S: k = {k}", f"{conv_layers} layers (⌈({n} − 1)/{k - 1}⌉)", conv_layers,
          "conv", conv_layers))
     alt = (f"How far the first input is from the last output among {n} positions: a "
@@ -112,7 +112,7 @@ def path_length_figure(n: int = 8, kernel_size: int = 3) -> Diagram:
         x0 = (index % 2) * (panel_w + 0.6)
         y0 = 0.0 if index >= 2 else bottom_h
         xs = [x0 + 0.3 + (i + 0.5) * step for i in range(n)]
-        levels = 2 if kind != "conv" else depth + 1
+        levels = depth + 1 if kind in ("dilated", "conv") else 2
         ys = [y0 + 0.3 + level * row for level in range(levels)]
         if kind == "rnn":
             for i in range(n - 1):
@@ -123,7 +123,7 @@ def path_length_figure(n: int = 8, kernel_size: int = 3) -> Diagram:
             for x in xs:
                 line(ax, [x, xs[-1]], [ys[0], ys[1]], PALETTE[1], 0.9)
         else:
-            layers = ([(2, 2 ** i) for i in range(depth)] if "dilated" in name
+            layers = ([(2, 2 ** i) for i in range(depth)] if kind == "dilated"
                       else [(k, 1)] * depth)
             for level, edges in enumerate(_cone(n, layers)):
                 upper = ys[depth - level]
