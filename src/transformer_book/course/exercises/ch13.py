@@ -91,7 +91,12 @@ def check_perplexity(candidate) -> str:
             with_padding = math.exp(float(label_smoothed_cross_entropy(logits, targets, 0.0, -1)))
             if abs(value - with_padding) < 1e-6 * max(1.0, with_padding):
                 hint = " (did you count the padding positions?)"
-            elif pad_id and bool((targets != 0).any()):  # padding taken to be id 0 always
+            elif pad_id and not bool((targets != 0).any()):
+                # every target is id 0, a real token: taking id 0 for padding leaves
+                # nothing to score, so such an answer is not finite
+                if not math.isfinite(value):
+                    hint = " (the padding is pad_id, not always id 0)"
+            elif pad_id:  # the padding taken to be id 0 whatever pad_id says
                 pad_zero = math.exp(float(label_smoothed_cross_entropy(logits, targets, 0.0, 0)))
                 if abs(value - pad_zero) < 1e-6 * max(1.0, pad_zero):
                     hint = " (the padding is pad_id, not always id 0)"
