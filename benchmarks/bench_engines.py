@@ -1,5 +1,6 @@
-"""Decoding against production engines: the course's beam search, ``transformers``'
-``generate`` and CTranslate2 (float32 and int8), on the same weights over Multi30k's val split.
+"""Decoding against production engines: the course's beam search and greedy search (float32,
+int8, and greedy's fast path), ``transformers``' ``generate`` and CTranslate2 (float32 and
+int8), on the same weights over Multi30k's val split.
 
 Usage: ``python benchmarks/bench_engines.py [--quick] [--limit N] [--threads 2]
 [--results results] [--json PATH]``; ``make bench`` runs it through ``run_all.py``.
@@ -15,18 +16,35 @@ engine decodes the same length-sorted batches of ``BATCH`` val sentences with be
 timed in turn, the engines' order rotating from batch to batch, so that a change in the
 machine's load falls on all of them alike; each engine first decodes one batch untimed.
 
+The course's engines (:data:`COURSE`) all decode with ``translate_ids``, as the CLI does:
+
+- ``course``: the float32 model, ``Beam(beam_size=4, alpha=0.6)`` (beam search on its fast
+  path), or ``Beam(beam_size=1)`` for greedy search (the growing key/value cache);
+- ``course int8``: the same on :func:`~transformer_book.inference.quantize.quantize_for_decoding`'s
+  copy (dynamic int8 linear layers), the course's counterpart of CTranslate2's int8; its
+  BLEU beside the float32 course's shows what int8 costs (the aim: within 0.5);
+- ``course fast``: greedy search on its fast path (:class:`FastGreedy`:
+  ``greedy_decode(fast=True)``, the static key/value cache). It decodes greedy search only
+  (:data:`SEARCHES`): beam 4's ``course`` is already beam search's fast path, so a fast
+  beam engine would time the same code twice. Its tokens are the ``course`` greedy ones
+  (``= course`` counts them: fewer than every sentence would be a bug).
+
 Not equal, by design: the length penalty. The course divides a hypothesis' log-probability
 by Wu et al.'s ``((5 + |Y|) / 6)^α`` and stops a sentence when no live hypothesis can still
 beat its best finished one; ``generate`` and CTranslate2 divide by ``|Y|^α`` and stop by
 their own rules. So the beam-4 translations differ a little, and each engine's sacreBLEU is
 reported. Greedy search is exactly the same model in all of them (the tests prove it for
-``generate`` and CTranslate2 float32): the ``greedy`` row times the three on the same batches
-and counts the sentences whose translations agree with the course's.
+``generate`` and CTranslate2 float32): the ``greedy`` rows time them on the same batches
+and count the sentences whose translations agree with the course's.
 
-Rows: ``ours`` and ``reference`` in seconds for the whole split, ``ratio = reference / ours``
-(> 1: the course is faster). Goal for ``generate``: 1.0 (ours at least as fast with the same
-search, beam 4 or greedy). The CTranslate2 rows have no goal (0): they measure the gap (see
-chapter 11).
+Rows (each with both engines' BLEU, the sentences they translate alike and the CPU):
+``ours`` and ``reference`` in seconds for the whole split, ``ratio = reference / ours``
+(> 1: ours is faster). First every engine against ``course`` (ours), beam 4 and greedy;
+goal for ``generate``: 1.0 (ours at least as fast with the same search), none (0) for the
+others, which measure the gap (CTranslate2, see chapter 11) or the gain (``course int8``,
+``course fast``: a ratio below 1 is their speed-up). Then :data:`VERSUS`, a course engine as
+ours against its production counterpart: ``course int8`` against CTranslate2 int8 (goal
+0.8, beam 4 and greedy), ``course fast`` greedy against ``generate`` (goal 1.0).
 """
 
 from __future__ import annotations
@@ -49,8 +67,12 @@ from transformer_book.data.tokenizer import EOS_ID as EOS
 from transformer_book.data.tokenizer import PAD_ID as PAD
 from transformer_book.inference import encode_sources, load_trained, score_corpus, translate_ids
 from transformer_book.inference.decoding import Beam
+from transformer_book.inference.greedy import greedy_decode
+from transformer_book.inference.quantize import quantize_for_decoding
 from transformer_book.interop import ctranslate
 from transformer_book.interop.hf_export import export_checkpoint, quiet_transformers
+from transformer_book.nn.config import TransformerConfig
+from transformer_book.nn.transformer import Transformer
 from transformer_book.util.env import cpu_name, torch_threads
 from transformer_book.util.records import command_line, git_commit, hardware_info, utc_timestamp
 
@@ -58,7 +80,32 @@ BATCH = 32  # sentences per batch, for every engine
 BEAM, ALPHA, EXTRA = 4, 0.6, 50  # Section 6.1: beam 4, α = 0.6, at most |x| + 50 tokens
 QUICK_LIMIT = 48
 DEFAULT_LIMIT = None  # the whole val split (1,014 sentences)
-ENGINES = ("course", "transformers", "ct2 float32", "ct2 int8")
+COURSE = ("course", "course fast", "course int8")  # the course's engines; "course" first
+ENGINES = (*COURSE, "transformers", "ct2 float32", "ct2 int8")
+# Per search: its beam size and the engines that decode it ("course fast": greedy only).
+SEARCHES = {"beam": (BEAM, tuple(e for e in ENGINES if e != "course fast")),
+            "greedy": (1, ENGINES)}
+# A course engine as ours against a production engine: (ours, reference, goal).
+VERSUS = (("course int8", "ct2 int8", 0.8), ("course fast", "transformers", 1.0))
+LABELS = {"course": "course", "course fast": "course fast", "course int8": "course int8",
+          "transformers": "transformers generate", "ct2 float32": "CTranslate2 float32",
+          "ct2 int8": "CTranslate2 int8"}  # the engines' names in the rows
+
+Decode = Callable[[list[list[int]], int], list[list[int]]]  # (batch of id lists, beam) -> ids
+
+
+class FastGreedy:
+    """Greedy search on its fast path, ``greedy_decode(fast=True)`` (the static key/value
+    cache), as a decoding strategy: ``translate_ids`` runs it as it runs ``Beam(beam_size=1)``,
+    whose ``greedy_decode`` grows its cache, with the same lengths."""
+
+    def check(self, config: TransformerConfig) -> None:
+        """Nothing depends on the model."""
+
+    def search(self, model: Transformer, src_ids: torch.Tensor, *, max_len_a: float,
+               max_len_b: int) -> list[list[int]]:
+        return greedy_decode(model, src_ids, max_len_a=max_len_a, max_len_b=max_len_b,
+                             fast=True)
 
 
 def _batches(sources: Sequence[Sequence[int]]) -> list[list[int]]:
@@ -75,9 +122,9 @@ def _strip(row: list[int]) -> list[int]:
     return [t for t in row if t != PAD]
 
 
-def _engines(checkpoint: Path, folder: Path, threads: int
-             ) -> dict[str, Callable[[list[list[int]], int], list[list[int]]]]:
-    """Each engine as ``decode(batch of id lists, beam) -> id lists``, on the same weights."""
+def _engines(checkpoint: Path, folder: Path, threads: int) -> dict[str, Decode]:
+    """Each engine of :data:`ENGINES` as ``decode(batch of id lists, beam) -> id lists``, on
+    the same weights."""
     trained = load_trained(checkpoint)
     max_len = trained.model_config.max_len
     with quiet_transformers():
@@ -89,27 +136,32 @@ def _engines(checkpoint: Path, folder: Path, threads: int
     def cap(batch: list[list[int]]) -> int:
         return min(max(len(s) for s in batch) + EXTRA, max_len - 1)
 
-    def course(batch, beam):
-        return translate_ids(trained.model, batch, Beam(beam_size=beam, alpha=ALPHA),
-                             max_len_a=0.0, max_len_b=cap(batch))
+    def course(model: Transformer, fast: bool = False) -> Decode:
+        def decode(batch: list[list[int]], beam: int) -> list[list[int]]:
+            assert beam == 1 or not fast, "course fast decodes greedy search only (SEARCHES)"
+            strategy = FastGreedy() if fast else Beam(beam_size=beam, alpha=ALPHA)
+            return translate_ids(model, batch, strategy, max_len_a=0.0, max_len_b=cap(batch))
+        return decode
 
     @torch.no_grad()
-    def transformers_generate(batch, beam):
+    def transformers_generate(batch: list[list[int]], beam: int) -> list[list[int]]:
         padded = tokenizer.pad({"input_ids": batch}, return_tensors="pt")
         penalty = {"length_penalty": ALPHA} if beam > 1 else {}
         out = hf.generate(**padded, num_beams=beam, do_sample=False,
                           max_length=cap(batch) + 1, **penalty)  # + 1: the start token
         return [_strip(row) for row in out.tolist()]
 
-    def ct2_engine(kind):
+    def ct2_engine(kind: str) -> Decode:
         return lambda batch, beam: ctranslate.translate_ids(
             ct2[kind], tokenizer, batch, beam_size=beam, alpha=ALPHA, max_len=cap(batch) + 1)
 
-    return {"course": course, "transformers": transformers_generate,
+    return {"course": course(trained.model), "course fast": course(trained.model, fast=True),
+            "course int8": course(quantize_for_decoding(trained.model)),
+            "transformers": transformers_generate,
             "ct2 float32": ct2_engine("float32"), "ct2 int8": ct2_engine("int8")}
 
 
-def _decode_all(engines: dict[str, Callable], sources: list[list[int]], beam: int, clock: str
+def _decode_all(engines: dict[str, Decode], sources: list[list[int]], beam: int, clock: str
                 ) -> tuple[dict[str, float], dict[str, list[list[int]]]]:
     """Every engine over every batch, timed batch by batch in rotating order."""
     now = CLOCKS[clock]
@@ -130,6 +182,18 @@ def _decode_all(engines: dict[str, Callable], sources: list[list[int]], beam: in
     return seconds, outputs
 
 
+def _summary(name: str, seconds: float, outputs: dict[str, list[list[int]]],
+             decode: Callable[[list[int]], str], references: list[str]) -> dict[str, Any]:
+    """Engine ``name``'s seconds, sacreBLEU and ``same_as``: for each course engine that
+    decoded the same search, the sentences ``name`` translates exactly as it does."""
+    return {"seconds": seconds,
+            "bleu": score_corpus([decode(h) for h in outputs[name]], references,
+                                 other_metrics=False).bleu,
+            "same_as": {course: sum(a == b for a, b in zip(outputs[name], outputs[course],
+                                                           strict=True))
+                        for course in COURSE if course in outputs}}
+
+
 def _prepare(folder: Path, quick: bool) -> Path | None:
     """Chapter 10's run (trained if missing, except in a quick run), exported and
     converted into ``folder``; ``None`` (with a note) when a quick run finds no model."""
@@ -146,8 +210,8 @@ def _prepare(folder: Path, quick: bool) -> Path | None:
 
 def measure_engines(limit: int | None = DEFAULT_LIMIT, threads: int = 2, clock: str = "wall",
                     quick: bool = False) -> dict[str, Any] | None:
-    """The whole comparison: per engine its seconds, BLEU and translations' agreement with
-    the course's, for beam 4 and for greedy search, over the first ``limit`` val pairs."""
+    """The whole comparison: per search of :data:`SEARCHES` (beam 4, greedy) and per engine
+    decoding it, its :func:`_summary`, over the first ``limit`` val pairs."""
     with tempfile.TemporaryDirectory() as tmp, torch_threads(threads):
         checkpoint = _prepare(Path(tmp), quick)
         if checkpoint is None:
@@ -156,54 +220,63 @@ def measure_engines(limit: int | None = DEFAULT_LIMIT, threads: int = 2, clock: 
         pairs = load_multi30k("val", "de", "en")[:limit]
         sources = encode_sources(trained.tokenizer, [s for s, _ in pairs],
                                  trained.model_config.max_len)
+        references = [t for _, t in pairs]
         engines, results = _engines(checkpoint, Path(tmp), threads), {}
-        for beam in (BEAM, 1):
-            seconds, outputs = _decode_all(engines, sources, beam, clock)
-            results[beam] = {name: {
-                "seconds": seconds[name],
-                "bleu": score_corpus([trained.tokenizer.decode(h) for h in outputs[name]],
-                                     [t for _, t in pairs], other_metrics=False).bleu,
-                "same_as_course": sum(a == b for a, b in zip(outputs[name], outputs["course"],
-                                                             strict=True)),
-            } for name in engines}
+        for search, (beam, names) in SEARCHES.items():
+            seconds, outputs = _decode_all({name: engines[name] for name in names}, sources,
+                                           beam, clock)
+            results[search] = {name: _summary(name, seconds[name], outputs,
+                                              trained.tokenizer.decode, references)
+                               for name in names}
     return {"checkpoint": str(checkpoint), "sentences": len(pairs), "threads": threads,
-            "clock": clock, "batch": BATCH, "alpha": ALPHA, "cpu": cpu_name(),
-            "beam": results[BEAM], "greedy": results[1]}
+            "clock": clock, "batch": BATCH, "alpha": ALPHA, "cpu": cpu_name(), **results}
+
+
+def _row(measured: dict[str, Any], search: str, ours: str, reference: str, goal: float
+         ) -> dict[str, Any]:
+    """Engine ``ours`` against engine ``reference`` in ``search``: ``ratio`` = reference
+    seconds / ours, with both BLEU and the sentences they translate alike."""
+    mine, other = measured[search][ours], measured[search][reference]
+    label = f"beam {BEAM}" if search == "beam" else "greedy"
+    return {"name": f"val {label}, {LABELS[ours]} vs {LABELS[reference]}, "
+                    f"{measured['sentences']} sentences, {measured['threads']} threads",
+            "unit": "s", "ours": mine["seconds"], "reference": other["seconds"],
+            "ratio": other["seconds"] / mine["seconds"], "goal": goal,
+            "bleu_ours": mine["bleu"], "bleu_reference": other["bleu"],
+            "same_translations": other["same_as"][ours], "cpu": measured["cpu"]}
 
 
 def rows(measured: dict[str, Any]) -> list[dict]:
-    """``run_all``'s rows: each engine against the course, for beam 4 and greedy."""
+    """``run_all``'s rows, per search: each engine against the course (goal 1.0 for
+    ``generate``, 0 for the others), then the pairs of :data:`VERSUS` it decoded."""
     out = []
-    for search, label in (("beam", f"beam {BEAM}"), ("greedy", "greedy")):
-        course = measured[search]["course"]
-        for name in ENGINES[1:]:
-            other = measured[search][name]
-            engine = "transformers generate" if name == "transformers" else f"CTranslate2 " \
-                f"{name.split()[1]}"
-            out.append({
-                "name": f"val {label}, course vs {engine}, {measured['sentences']} sentences, "
-                        f"{measured['threads']} threads",
-                "unit": "s", "ours": course["seconds"], "reference": other["seconds"],
-                "ratio": other["seconds"] / course["seconds"],
-                "goal": 1.0 if name == "transformers" else 0.0,
-                "bleu_ours": course["bleu"], "bleu_reference": other["bleu"],
-                "same_translations": other["same_as_course"], "cpu": measured["cpu"]})
+    for search in SEARCHES:
+        engines = measured[search]
+        out += [_row(measured, search, "course", name, 1.0 if name == "transformers" else 0.0)
+                for name in engines if name != "course"]
+        out += [_row(measured, search, ours, reference, goal)
+                for ours, reference, goal in VERSUS if ours in engines]
     return out
 
 
 def format_table(measured: dict[str, Any]) -> str:
-    """The engines side by side: seconds, speed against the course, BLEU, agreement."""
+    """The engines side by side (seconds, speed against the course, BLEU, sentences
+    translated as the course does), then the rows that have a goal."""
     lines = [f"{measured['sentences']} val sentences, {measured['threads']} threads, "
              f"{measured['cpu']}",
              f"{'engine':<14} {'search':<7} {'seconds':>8} {'course/x':>9} {'BLEU':>6} "
              f"{'= course':>9}"]
-    for search in ("beam", "greedy"):
+    for search in SEARCHES:
         course = measured[search]["course"]["seconds"]
-        for name in ENGINES:
-            m = measured[search][name]
+        for name, m in measured[search].items():
             lines.append(f"{name:<14} {search:<7} {m['seconds']:>8.2f} "
                          f"{course / m['seconds']:>8.2f}x {m['bleu']:>6.2f} "
-                         f"{m['same_as_course']:>9}")
+                         f"{m['same_as']['course']:>9}")
+    lines.append("goals (ratio = reference seconds / ours):")
+    lines += [f"  {r['name']}: {r['ratio']:.2f} (goal {r['goal']:g}, "
+              f"{'met' if r['ratio'] >= r['goal'] else 'missed'}), "
+              f"{r['same_translations']} translated alike"
+              for r in rows(measured) if r["goal"] > 0]
     return "\n".join(lines)
 
 
