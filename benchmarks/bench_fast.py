@@ -1,5 +1,5 @@
-"""The package's opt-in fast paths against the default ones: dropout's cheaper masks and
-greedy search's static key/value cache.
+"""The package's opt-in fast paths against the default ones: dropout's cheaper masks, the
+fused generator and loss, and greedy search's static key/value cache.
 
 Usage: ``python benchmarks/bench_fast.py [--quick] [--clock cpu] [--json PATH]``; ``make
 bench`` runs it through ``run_all.py``.
@@ -19,6 +19,10 @@ average before and after named in every row (``cpu``, ``load_average``):
   choose_precision`). At full size the row also gives the share of each step's self CPU
   time spent drawing masks (``mask_share``: ``bernoulli_``; ``random_`` and ``ge``), from
   ``torch.profiler``. Goal 1.
+- ``train step --fast``: the same step with both fast paths (``transformer-book train
+  --fast``: those masks, and the generator and loss in one pass,
+  :mod:`~transformer_book.train.fused_loss`) against the plain one. Goal 1.
+  The bf16 step rows are timed only where ``"auto"`` picks bf16 on this CPU.
 - ``greedy static cache``: ``greedy_decode(fast=True)``
   (:class:`~transformer_book.nn.kv_cache.StaticDecoderCache`) against the default growing
   cache, the small preset with random weights in eval mode, 50 tokens (``min_len`` fixes the
@@ -34,7 +38,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 from _common import command_line, measure, medians, one_thread  # benchmarks/_common.py
-from bench_peers import make_batch, profile, small_config, steps
+from bench_peers import FAST, make_batch, profile, small_config, steps
 
 from transformer_book.inference.greedy import greedy_decode
 from transformer_book.nn.config import TransformerConfig
@@ -100,26 +104,31 @@ def _step_rows(size: dict, clock: str) -> list[Timed]:
     config = small_config()
     choice = choose_precision("auto", "cpu", width=(config.d_model, config.d_ff))
 
-    def timed(precision: str) -> dict[str, Any]:
+    def timed(precision: str, fused: bool) -> dict[str, Any]:
         src, tgt = make_batch(config, size["batch"], size["length"])
         torch.manual_seed(0)
         plain = Transformer(config).train()
         fast = Transformer(config).train()
         fast.load_state_dict(plain.state_dict())
         use_fast_dropout(fast)
-        calls = steps({"ours": fast, "reference": plain}, src, tgt, precision)
+        named = steps({FAST if fused else "ours": fast, "reference": plain}, src, tgt, precision)
+        calls = {"ours": named[FAST if fused else "ours"], "reference": named["reference"]}
         row = {**_pair(calls, size["repeats"], clock), "auto_precision": choice.precision,
                "auto_reason": choice.reason}
-        if not size.get("quick"):  # where the step's time goes: the mask draws' share
+        if not size.get("quick") and not fused:  # where the step's time goes: the masks' share
             row["mask_share"] = {name: _share(profile(call, 2), MASK_OPS[name])
                                  for name, call in (("ours", calls["ours"]),
                                                     ("reference", calls["reference"]))}
         return row
 
     label = f"{size['batch']}x{size['length']}+{size['length']}"
-    return [(f"train step small {label} {precision}, fast dropout vs nn.Dropout",
-             lambda precision=precision: timed(precision))  # type: ignore[misc]
-            for precision in ("fp32", "bf16")]
+    # bf16 only where "auto" would train in it (emulated bf16 takes seconds a step)
+    precisions = ["fp32"] + (["bf16"] if choice.precision == "bf16" else [])
+    return [(f"train step small {label} {precision}, "
+             + ("--fast (masks + fused loss) vs plain" if fused else
+                "fast dropout vs nn.Dropout"),
+             lambda precision=precision, fused=fused: timed(precision, fused))  # type: ignore[misc]
+            for precision in precisions for fused in (False, True)]
 
 
 def _share(top: list[dict[str, Any]], ops: tuple[str, ...]) -> float:

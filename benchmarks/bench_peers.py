@@ -16,7 +16,11 @@ the course is faster):
   checked against the course model's before timing, ``max_abs_logit_difference``);
 * ``nn.Transformer`` with the same weights (bench_model's :func:`~bench_model.equal_models`:
   the course model in that layout, final norms and a generator bias);
-* both again under CPU bf16 autocast, where this CPU multiplies bf16 faster than fp32: the
+* the course's fast paths (``transformer-book train --fast``): the same weights with
+  :func:`~transformer_book.nn.dropout.use_fast_dropout` and the generator and loss in one pass
+  (:func:`~transformer_book.train.fused_loss.fused_label_smoothed_loss`), against Marian
+  (goal :data:`FAST_GOAL`);
+* all again under CPU bf16 autocast, where this CPU multiplies bf16 faster than fp32: the
   product that ``precision = "auto"`` times
   (:func:`~transformer_book.train.runtime.choose_precision`) decides, and its reason is in the
   record where it does not.
@@ -35,6 +39,7 @@ CPU and the load average before and after: the ratios belong to that machine and
 from __future__ import annotations
 
 import argparse
+import copy
 import os
 import statistics
 import sys
@@ -54,8 +59,10 @@ from torch.utils.flop_counter import FlopCounterMode
 from transformer_book.analysis.compute import training_flops
 from transformer_book.interop.hf_export import to_marian
 from transformer_book.nn.config import TransformerConfig
+from transformer_book.nn.dropout import use_fast_dropout
 from transformer_book.nn.transformer import Transformer
 from transformer_book.run.config import load_run_config
+from transformer_book.train.fused_loss import fused_label_smoothed_loss
 from transformer_book.train.runtime import choose_precision
 from transformer_book.util.env import cpu_name
 from transformer_book.util.records import command_line, git_commit, hardware_info, utc_timestamp
@@ -64,8 +71,10 @@ CONFIG = ROOT / "configs" / "small.toml"
 FULL = dict(batch=64, length=16, gemm=2048, repeats=7, gemm_repeats=5, profile_steps=3)
 QUICK = dict(batch=4, length=8, gemm=256, repeats=2, gemm_repeats=2, profile_steps=1)
 TOP_OPS = 15
-#: Goals: the same arithmetic as the peers, no slower than 0.9 of them.
+#: Goals: the same arithmetic as the peers, no slower than 0.9 of them; the fast paths 1.3x.
 GOAL = 0.9
+FAST_GOAL = 1.3
+FAST = "ours (fast)"
 
 
 class MarianPair(nn.Module):
@@ -102,8 +111,10 @@ def models(config: TransformerConfig, length: int) -> dict[str, nn.Module]:
     torch.manual_seed(0)
     ours = Transformer(config)
     marian = MarianPair(to_marian(ours), config.pad_id)
+    fast = copy.deepcopy(ours)
+    use_fast_dropout(fast)
     reference, ours_torch_layout = equal_models(length, config.dropout)
-    return {"ours": ours.train(), "marian": marian.train(),
+    return {"ours": ours.train(), "marian": marian.train(), FAST: fast.train(),
             "ours (nn.Transformer layout)": ours_torch_layout.train(),
             "nn.Transformer": reference.train()}
 
@@ -128,9 +139,26 @@ def steps(named: dict[str, nn.Module], src: torch.Tensor, tgt: torch.Tensor,
     adam = dict(lr=1e-4, betas=(0.9, 0.98), eps=1e-9)
     calls = {}
     for name, model in named.items():
-        step = _step(model, torch.optim.Adam(model.parameters(), **adam), src, tgt)
+        make = _fused_step if name == FAST else _step
+        step = make(model, torch.optim.Adam(model.parameters(), **adam), src, tgt)
         calls[name] = step if precision == "fp32" else _autocast(step)
     return calls
+
+
+def _fused_step(model: Transformer, optimizer: torch.optim.Optimizer, src: torch.Tensor,
+                tgt: torch.Tensor) -> Callable[[], None]:
+    """bench_model's step with the loss's fast path (the same loss, mean over the targets)."""
+    targets = tgt[:, 1:]
+    count = int((targets != 0).sum())
+
+    def step() -> None:
+        optimizer.zero_grad(set_to_none=True)
+        total = fused_label_smoothed_loss(model.hidden(src, tgt[:, :-1]), model.generator,
+                                          targets, 0.1, 0)
+        (total / count).backward()
+        optimizer.step()
+
+    return step
 
 
 def _autocast(step: Callable[[], None]) -> Callable[[], None]:
@@ -213,6 +241,7 @@ def measure_peers(quick: bool = False, clock: str = "wall") -> dict[str, Any]:
                 "median_seconds": {name: statistics.median(ts) for name, ts in times.items()},
                 "marian": _pair(times, "ours", "marian"),
                 "nn.Transformer": _pair(times, "ours (nn.Transformer layout)", "nn.Transformer"),
+                "fast": _pair(times, FAST, "marian"),
                 "flops_per_second": flops / seconds,
                 "mfu": flops / seconds / peak[precision]["flops_per_second"],
             }
@@ -252,6 +281,12 @@ def rows(measured: dict[str, Any]) -> list[dict]:
                 "unit": "s", "ours": m["median_seconds"][ours],
                 "reference": m["median_seconds"][peer], **m[peer], "goal": GOAL,
                 "mfu": m["mfu"], "cpu": cpu, "clock": measured["clock"]})
+        out.append({
+            "name": f"train step small {size} {precision}, course --fast vs MarianMTModel "
+                    f"({cpu}, 1 thread)",
+            "unit": "s", "ours": m["median_seconds"][FAST],
+            "reference": m["median_seconds"]["marian"], **m["fast"], "goal": FAST_GOAL,
+            "cpu": cpu, "clock": measured["clock"]})
     return out
 
 
@@ -264,7 +299,8 @@ def format_table(measured: dict[str, Any]) -> str:
         peak = measured["peak"][precision]
         lines.append(f"{precision}: ours {1e3 * m['median_seconds']['ours']:.1f} ms/step; "
                      f"Marian / ours {m['marian']['ratio']:.2f}, nn.Transformer / ours "
-                     f"{m['nn.Transformer']['ratio']:.2f}; {m['flops_per_second'] / 1e9:.2f} "
+                     f"{m['nn.Transformer']['ratio']:.2f}, Marian / ours --fast "
+                     f"{m['fast']['ratio']:.2f}; {m['flops_per_second'] / 1e9:.2f} "
                      f"GFLOP/s of a {peak['n']}^3 matmul's {peak['flops_per_second'] / 1e9:.2f}"
                      f": MFU {100 * m['mfu']:.1f} %")
     bf16 = measured["bf16"]

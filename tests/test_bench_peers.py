@@ -58,13 +58,16 @@ def test_quick_run_writes_a_record_naming_the_cpu_and_the_load(record):
 @pytest.mark.slow
 def test_ratios_flops_and_mfu_are_positive_and_finite(bench, record):
     rows = record["rows"]
-    assert len(rows) == 2 * len(record["precisions"])
+    assert len(rows) == 3 * len(record["precisions"])
     assert any("MarianMTModel" in r["name"] for r in rows)
     assert any("nn.Transformer" in r["name"] for r in rows)
     for row in rows:
-        for key in ("ratio", "ratio_of_medians", "ratio_best", "ours", "reference", "mfu"):
+        fast = "--fast" in row["name"]
+        for key in ("ratio", "ratio_of_medians", "ratio_best", "ours", "reference",
+                    *(() if fast else ("mfu",))):
             assert math.isfinite(row[key]) and row[key] > 0, (key, row)
-        assert row["cpu"] == record["cpu"] and row["goal"] == bench.GOAL
+        assert row["cpu"] == record["cpu"]
+        assert row["goal"] == (bench.FAST_GOAL if fast else bench.GOAL)
     for precision, m in record["precisions"].items():
         peak = record["peak"][precision]
         assert peak["flops_per_second"] == pytest.approx(2 * peak["n"] ** 3 / peak["best_seconds"])
@@ -98,6 +101,7 @@ def test_marian_holds_the_course_model_s_weights_on_the_batch(bench):
     assert ours.training and marian.training
     assert next(marian.parameters()).dtype == torch.float32
     assert bench.logit_difference(ours, marian, src, tgt) < 1e-4
+    assert bench.logit_difference(ours, named[bench.FAST], src, tgt) == 0, "the same weights"
     assert ours.training and marian.training, "training mode restored"
     with torch.no_grad():
         marian.marian.model.decoder.layers[0].fc2.bias[0] += 1e-2

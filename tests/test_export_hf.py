@@ -384,35 +384,3 @@ def test_a_kill_during_an_export_leaves_the_old_or_the_new_one(fitted, tmp_path,
         assert "removed what an interrupted export left: .hf." in capsys.readouterr().out
     assert [p.name for p in tmp_path.iterdir()] == ["hf"]
     assert json.loads((out / MARKER).read_text())["steps"] == [40]
-
-
-# ----------------------------------------------------------------------------- the benchmark
-
-
-def _bench_engines():
-    import importlib.util
-    import sys
-    from pathlib import Path
-
-    folder = Path(__file__).resolve().parents[1] / "benchmarks"
-    sys.path.insert(0, str(folder))
-    spec = importlib.util.spec_from_file_location("bench_engines", folder / "bench_engines.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-def test_the_engine_benchmark_reports_ratios_against_the_course():
-    bench = _bench_engines()
-    assert bench._strip([1, 5, 6, 2, 0, 0]) == [5, 6] and bench._strip([1, 5, 0, 7]) == [5, 7]
-    assert [len(b) for b in bench._batches([[4] * n for n in range(70)])] == [32, 32, 6]
-    engine = {"seconds": 2.0, "bleu": 30.0, "same_as_course": 9}
-    measured = {"sentences": 10, "threads": 2, "cpu": "a CPU",
-                **{search: {"course": {"seconds": 4.0, "bleu": 31.0, "same_as_course": 10},
-                            **{name: engine for name in bench.ENGINES[1:]}}
-                   for search in ("beam", "greedy")}}
-    rows = bench.rows(measured)
-    assert len(rows) == 6 and all(r["ratio"] == 0.5 and r["cpu"] == "a CPU" for r in rows)
-    assert [r["goal"] for r in rows[:3]] == [1.0, 0.0, 0.0]
-    assert "course vs transformers generate" in rows[0]["name"]
-    assert "2.00x" in bench.format_table(measured)

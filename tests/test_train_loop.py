@@ -423,3 +423,39 @@ def test_a_resume_hashes_the_newest_checkpoint_once(finished_run, multi30k_dir, 
     assert session.trainer.step == 12, "restored from the newest checkpoint"
     counts = {name: _CountingSha256.seen.count(data) for name, data in files.items()}
     assert counts == dict.fromkeys(files, 1), f"hashed {counts} times"
+
+
+def test_the_fast_paths_resume_exactly_and_are_recorded(multi30k_dir, tmp_path):
+    """``fast=True`` (cheaper dropout masks, the fused loss): a resumed run equals the
+    uninterrupted one step for step; the record and checkpoints say so, and resuming it
+    without ``fast`` is refused (its dropout draws would change)."""
+    quick = {**QUICK, "bleu_sentences": 0, "fast": True}
+    whole = train(_config(multi30k_dir, 14), tmp_path / "a",
+                  **{**quick, "results_dir": tmp_path / "results"})
+    train(_config(multi30k_dir, 10), tmp_path / "b", **quick)
+    second = train(_config(multi30k_dir, 14), tmp_path / "b", **quick)
+    assert torch.equal(_losses(whole), _losses(second)), "same losses, step for step"
+    plain = train(_config(multi30k_dir, 14), tmp_path / "c", **{**quick, "fast": False})
+    assert not torch.equal(_losses(whole), _losses(plain)), "other dropout draws"
+    (record,) = _records(tmp_path / "results")
+    assert record["fast"] is True
+    meta = json.loads((whole.final_checkpoint / "checkpoint.json").read_text())
+    assert meta["extra"]["fast"] is True
+    with pytest.raises(BookError, match=r"^fast: expected True, as the run being resumed "
+                       r"\(step_00000014\) was trained, received False"):
+        train(_config(multi30k_dir, 20), tmp_path / "a", **{**quick, "fast": False})
+
+
+def test_the_fast_paths_are_refused_with_several_processes(multi30k_dir, tmp_path):
+    from transformer_book.train.runtime import DistInfo
+    from transformer_book.train.session import TrainOptions, open_session
+    from transformer_book.util.timing import Stopwatch
+
+    options = TrainOptions(resume=True, progress=False, on_eval=None, results_dir=None,
+                           name="tiny", command=None, bleu_sentences=4, val_sentences=16,
+                           fast=True)
+    with pytest.raises(BookError, match=r"^fast: expected False when training with several "
+                       r"processes, received True"):
+        open_session(_config(multi30k_dir), tmp_path / "out", options,
+                     DistInfo(rank=0, world_size=2), torch.device("cpu"), Stopwatch())
+    assert not (tmp_path / "out").exists()

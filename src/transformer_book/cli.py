@@ -83,6 +83,8 @@ def _cmd_train(args: argparse.Namespace) -> int:
         config.train.max_steps = args.max_steps
     if args.max_minutes is not None:
         config.train.max_minutes = args.max_minutes
+    if args.seed is not None:
+        config.train.seed = args.seed
     config.validate(f"{args.config} (with command-line overrides)")
     name = Path(args.config).stem
     require_writable(args.out or Path("runs") / name, "--out")
@@ -100,6 +102,7 @@ def _cmd_train(args: argparse.Namespace) -> int:
             command=args.argv,
             bleu_sentences=args.bleu_sentences,
             val_sentences=args.val_sentences,
+            fast=args.fast,
         )
     except NonFiniteLossError as error:  # the run diverged: not a mistake in what was asked
         print(f"transformer-book train: error: {error}", file=sys.stderr)
@@ -331,6 +334,7 @@ def _add_train_parser(commands: Any) -> None:
     _add_results_argument(train)
     add("--max-steps", type=int, default=None, help="override [train] max_steps")
     add("--max-minutes", type=float, default=None, help="override [train] max_minutes")
+    add("--seed", type=int, default=None, help="override [train] seed")
     add("--no-resume", action="store_true",
         help="start from scratch (refused if --out holds checkpoints)")
     add("--device", default=None, help=DEVICE_HELP)
@@ -338,6 +342,9 @@ def _add_train_parser(commands: Any) -> None:
         help="val sentences decoded for greedy BLEU at each evaluation (default 200; 0 = no BLEU)")
     add("--val-sentences", type=int, default=None,
         help="val pairs for the validation loss (default: all)")
+    add("--fast", action="store_true",
+        help="the fast paths (cheaper dropout masks, generator and loss in one pass); one "
+             "process; a resumed run must say the same")
     add("--quiet", action="store_true", help="no progress bar")
     train.set_defaults(run=_cmd_train)
 

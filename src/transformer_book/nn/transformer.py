@@ -226,6 +226,12 @@ class Transformer(nn.Module):
         The same as ``decode(tgt_ids, encode(src_ids), src_ids)``, checking the ids (their
         values on the CPU alone, see the class docstring) and building the source mask once.
         """
+        return self.generator(self.hidden(src_ids, tgt_ids))  # (B, T, d_model) -> (B, T, V)
+
+    def hidden(self, src_ids: torch.Tensor, tgt_ids: torch.Tensor) -> torch.Tensor:
+        """:meth:`forward` without the generator: the decoder's last states ``(B, T, d_model)``
+        (the training loss's fast path projects them itself,
+        :mod:`~transformer_book.train.fused_loss`)."""
         if not torch.compiler.is_compiling():
             self._check_ids_of_call(src_ids, "src_ids")
             self._check_ids_of_call(tgt_ids, "tgt_ids")
@@ -237,7 +243,7 @@ class Transformer(nn.Module):
         memory, _ = self.encoder(x, src_mask)  # (B, S, d_model)
         y = self.tgt_pos(self.tgt_embed(tgt_ids) * self.embed_scale)  # (B, T, d_model)
         y, _, _ = self.decoder(y, memory, src_mask)  # (B, T, d_model)
-        return self.generator(y)  # (B, T, d_model) -> (B, T, V)
+        return y
 
     # ------------------------------------------------------------------ nn.Transformer
 

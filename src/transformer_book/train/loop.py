@@ -113,6 +113,7 @@ def train(
     command: list[str] | None = None,
     bleu_sentences: int = 200,
     val_sentences: int | None = None,
+    fast: bool = False,
 ) -> TrainingResult:
     """Train a Transformer on Multi30k as ``run_config`` says (Section 5).
 
@@ -144,6 +145,11 @@ def train(
             line it records (default ``sys.argv``).
         bleu_sentences: val sentences greedy BLEU decodes (0: none); ``val_sentences``
             val pairs the loss uses (default: all 1,014).
+        fast: train on the fast paths, one process only: dropout's cheaper masks
+            (:func:`~transformer_book.nn.dropout.use_fast_dropout`: the same dropout from
+            other random bits, so not the same run as without) and the generator and loss in
+            one pass (:mod:`~transformer_book.train.fused_loss`: the same loss). Recorded,
+            and a resumed run must say the same.
 
     Raises:
         NonFiniteLossError: the loss or weights became NaN/inf; their checkpoint is renamed
@@ -155,7 +161,8 @@ def train(
             type(run_config).__name__)
     options = TrainOptions(resume=resume, progress=progress, on_eval=on_eval,
                            results_dir=results_dir, name=name, command=command,
-                           bleu_sentences=bleu_sentences, val_sentences=val_sentences)
+                           bleu_sentences=bleu_sentences, val_sentences=val_sentences,
+                           fast=fast)
     _check_where(out_dir, results_dir)
     info, device = setup_distributed(None if device is None else require_device(device))
     try:
@@ -386,6 +393,7 @@ class _Loop:
             "num_parameters": s.num_parameters,
             "precision": self.trainer.precision,
             "precision_choice": s.precision_choice.as_record(),
+            "fast": s.options.fast,
             "world_size": world,
             "global_batch_tokens_per_side": d.max_tokens * world * t.accumulation,
             "data": s.data.stats,

@@ -19,6 +19,7 @@ from torch import nn
 
 from transformer_book.data.batching import TokenBudgetSampler
 from transformer_book.nn.config import TransformerConfig
+from transformer_book.nn.dropout import use_fast_dropout
 from transformer_book.nn.transformer import Transformer
 from transformer_book.run.checkpoint import (
     checkpoint_name,
@@ -44,6 +45,7 @@ from transformer_book.util.rng import capture_rng_state
 from transformer_book.util.timing import Stopwatch
 from transformer_book.util.validation import (
     bad_input,
+    require,
     require_bool,
     require_int,
     require_positive_int,
@@ -65,10 +67,12 @@ class TrainOptions:
     command: list[str] | None
     bleu_sentences: int
     val_sentences: int | None
+    fast: bool = False
 
     def __post_init__(self) -> None:
         require_bool(self.resume, "resume")
         require_bool(self.progress, "progress")
+        require_bool(self.fast, "fast")
         require_int(self.bleu_sentences, "bleu_sentences", minimum=0)
         if self.val_sentences is not None:
             require_positive_int(self.val_sentences, "val_sentences")
@@ -128,6 +132,7 @@ class Session:
                    "losses": state.losses, "evals": state.evals,
                    "train_seconds": self.train_seconds, "world_size": self.info.world_size,
                    "precision": trainer.precision, "skipped_steps": trainer.skipped_steps,
+                   "fast": trainer.fused_loss,
                    "scaler": trainer.scaler.state_dict() if trainer.scaler else None})
         t = self.run_config.train
         prune_checkpoints(self.out_dir, t.keep_last, keep_best=t.keep_best,
@@ -160,6 +165,8 @@ def open_session(run_config: RunConfig, out_dir: Path, options: TrainOptions, in
         raise bad_input("[data] bpe_dropout", "0 when training with several processes (each "
                    "would segment the corpus differently, and their batches would not match)",
                    f"{d.bpe_dropout} with {info.world_size} processes")
+    if options.fast and info.enabled:  # the fused loss bypasses DDP's forward
+        raise bad_input("fast", "False when training with several processes", True)
     # A resume keeps the precision the run was trained in ("auto" is not measured again).
     resumed_in = (read_metadata(existing[-1]).get("extra", {}).get("precision")
                   if existing and t.precision == "auto" else None)
@@ -168,10 +175,15 @@ def open_session(run_config: RunConfig, out_dir: Path, options: TrainOptions, in
     resumed_from = existing[-1] if existing else None
     if resumed_from is not None:  # refused before the data (and the folder's tokenizer)
         checked = check_resumable(resumed_from, run_config, info.world_size, precision)
+        was_fast = checked["extra"].get("fast", False)  # none before it was recorded
+        require(was_fast == options.fast, "fast", f"{was_fast}, as the run being resumed "
+                f"({resumed_from.name}) was trained", options.fast)
     data = prepare_data(run_config, out_dir, is_main=info.is_main, barrier=info.barrier,
                         val_sentences=options.val_sentences)
     set_seed(t.seed)
     raw_model = Transformer(run_config.model_config(data.tokenizer.vocab_size)).to(device)
+    if options.fast:
+        use_fast_dropout(raw_model)
     optimizer, scheduler = make_optimizer(raw_model, raw_model.config.d_model, t.warmup_steps,
                                           t.lr_factor)
     scaler = make_scaler(precision, device)
@@ -192,7 +204,7 @@ def open_session(run_config: RunConfig, out_dir: Path, options: TrainOptions, in
                       label_smoothing=raw_model.config.label_smoothing, precision=precision,
                       clip_norm=t.clip_norm, scaler=scaler, info=info, step=step,
                       last_finite=(last["step"], last["loss"]) if last else None,
-                      skipped_steps=skipped)
+                      skipped_steps=skipped, fused_loss=options.fast)
     return Session(run_config=run_config, out_dir=out_dir, options=options, info=info,
                    device=device, data=data, raw_model=raw_model, trainer=trainer,
                    watch=watch, state=state, start_step=step, resumed_from=resumed_from,

@@ -27,9 +27,12 @@ import torch
 from torch import nn
 
 from transformer_book.data.tokenizer import PAD_ID
+from transformer_book.nn.transformer import Transformer
 from transformer_book.train.corpus import StepBatch
+from transformer_book.train.fused_loss import fused_label_smoothed_loss
 from transformer_book.train.objective import label_smoothed_cross_entropy
 from transformer_book.train.runtime import DistInfo, all_reduce, autocast, optimizer_step
+from transformer_book.util.validation import require, require_bool
 
 __all__ = ["NonFiniteLossError", "StepResult", "Trainer", "train_step"]
 
@@ -63,7 +66,9 @@ class Trainer:
     made (the schedule has advanced as many times), ``last_finite`` is ``(step, loss)`` of
     the latest one, for the diagnostic of a loss that breaks, and ``skipped_steps`` counts
     the steps whose update the fp16 scaler skipped (overflowed gradients), none of them in
-    ``step``.
+    ``step``. ``fused_loss`` takes the loss's fast path
+    (:func:`~transformer_book.train.fused_loss.fused_label_smoothed_loss`: the generator and
+    the loss in one pass, proven equal to the plain path); one process only.
     """
 
     model: nn.Module
@@ -77,6 +82,12 @@ class Trainer:
     step: int = 0
     last_finite: tuple[int, float] | None = None
     skipped_steps: int = 0
+    fused_loss: bool = False
+
+    def __post_init__(self) -> None:
+        require_bool(self.fused_loss, "fused_loss")
+        require(not (self.fused_loss and self.info.enabled), "fused_loss",
+                "False under several processes (DistributedDataParallel calls forward)", True)
 
 
 @dataclass(frozen=True)
@@ -164,11 +175,19 @@ def _accumulate_gradients(trainer: Trainer, batch: StepBatch, scale: Any) -> tor
                 "several processes train the DistributedDataParallel wrapper"
             sync = model.no_sync()  # accumulate locally; all-reduce on the last one
         with sync:
-            with autocast(trainer.precision, device):
-                logits = model(src, tgt_in)  # (B, S), (B, T) -> (B, T, V)
-            # The ids were checked once, when the corpus was prepared: no check here.
-            loss = label_smoothed_cross_entropy(logits.float(), tgt_out, trainer.label_smoothing,
-                                                PAD_ID, reduction="sum", check=False)
+            if trainer.fused_loss:  # the fast path: no (B, T, V) logits
+                assert isinstance(model, Transformer), "one process: the model itself"
+                with autocast(trainer.precision, device):
+                    loss = fused_label_smoothed_loss(model.hidden(src, tgt_in), model.generator,
+                                                     tgt_out, trainer.label_smoothing, PAD_ID)
+            else:
+                with autocast(trainer.precision, device):
+                    logits = model(src, tgt_in)  # (B, S), (B, T) -> (B, T, V)
+                # The ids were checked once, when the corpus was prepared: no check here.
+                # The loss runs in float32 at least (bf16 logits are cast, float64 kept).
+                loss = label_smoothed_cross_entropy(logits, tgt_out,
+                                                    trainer.label_smoothing, PAD_ID,
+                                                    reduction="sum", check=False)
             scaled = loss * scale
             (scaler.scale(scaled) if scaler is not None else scaled).backward()
         loss_sum = loss_sum + loss.detach()
