@@ -23,6 +23,9 @@ average before and after named in every row (``cpu``, ``load_average``):
   --fast``: those masks, and the generator and loss in one pass,
   :mod:`~transformer_book.train.fused_loss`) against the plain one. Goal 1.
   The bf16 step rows are timed only where ``"auto"`` picks bf16 on this CPU.
+- ``regional torch.compile`` (full size only): the plain fp32 step with each encoder and
+  decoder layer compiled in place (``layer.compile()``, inductor) against eager; the row holds
+  the seconds the first, compiling, call took (``compile_seconds``). Goal 1.
 - ``greedy static cache``: ``greedy_decode(fast=True)``
   (:class:`~transformer_book.nn.kv_cache.StaticDecoderCache`) against the default growing
   cache, the small preset with random weights in eval mode, 50 tokens (``min_len`` fixes the
@@ -32,6 +35,7 @@ average before and after named in every row (``cpu``, ``load_average``):
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -64,7 +68,7 @@ def run(quick: bool = False, clock: str = "wall") -> list[dict]:
     rows: list[dict] = []
     with one_thread():
         for name, timed in [*_dropout_rows(size, clock), *_step_rows(size, clock),
-                            *_decode_rows(size, clock)]:
+                            *_compile_rows(size, clock), *_decode_rows(size, clock)]:
             load = list(os.getloadavg())
             row = timed()
             rows.append({**row, "name": f"{name} ({cpu}, 1 thread)", "unit": "s",
@@ -129,6 +133,31 @@ def _step_rows(size: dict, clock: str) -> list[Timed]:
                 "fast dropout vs nn.Dropout"),
              lambda precision=precision, fused=fused: timed(precision, fused))  # type: ignore[misc]
             for precision in precisions for fused in (False, True)]
+
+
+def _compile_rows(size: dict, clock: str) -> list[Timed]:
+    """Regional compilation at full size only (compiling takes a minute or more)."""
+    if size.get("quick"):
+        return []
+    config = small_config()
+
+    def timed() -> dict[str, Any]:
+        src, tgt = make_batch(config, size["batch"], size["length"])
+        torch.manual_seed(0)
+        plain = Transformer(config).train()
+        compiled = Transformer(config).train()
+        compiled.load_state_dict(plain.state_dict())
+        for layer in [*compiled.encoder.layers, *compiled.decoder.layers]:
+            layer.compile()  # in place: each layer's forward (and backward) compiled
+        calls = steps({"ours": compiled, "reference": plain}, src, tgt, "fp32")
+        started = time.perf_counter()
+        calls["ours"]()  # the first call compiles
+        return {**_pair(calls, size["repeats"], clock),
+                "compile_seconds": time.perf_counter() - started}
+
+    label = f"{size['batch']}x{size['length']}+{size['length']}"
+    return [(f"train step small {label} fp32, regional torch.compile (each layer) vs eager",
+             timed)]
 
 
 def _share(top: list[dict[str, Any]], ops: tuple[str, ...]) -> float:

@@ -56,6 +56,7 @@ from torch import nn
 from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.utils.flop_counter import FlopCounterMode
 
+from transformer_book.analysis.complexity import profile_operators
 from transformer_book.analysis.compute import training_flops
 from transformer_book.interop.hf_export import to_marian
 from transformer_book.nn.config import TransformerConfig
@@ -192,17 +193,11 @@ def counted_flops(step: Callable[[], None]) -> int:
 
 def profile(step: Callable[[], None], count: int, top: int = TOP_OPS) -> list[dict[str, Any]]:
     """The ``top`` operators by self CPU time over ``count`` calls of ``step`` (after one
-    untimed call): milliseconds a step, share of the step's self time, calls a step."""
-    step()
-    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
-        for _ in range(count):
-            step()
-    events = [e for e in prof.key_averages() if e.self_cpu_time_total > 0]
-    total = sum(e.self_cpu_time_total for e in events)
-    events.sort(key=lambda e: e.self_cpu_time_total, reverse=True)
-    return [{"op": e.key, "self_ms_per_step": e.self_cpu_time_total / 1e3 / count,
-             "share": e.self_cpu_time_total / total, "calls_per_step": e.count / count}
-            for e in events[:top]]
+    untimed call; :func:`~transformer_book.analysis.complexity.profile_operators`):
+    milliseconds a step, share of the step's self time, calls a step."""
+    return [{"op": row["op"], "self_ms_per_step": row["self_ms_per_call"],
+             "share": row["share"], "calls_per_step": row["calls_per_call"]}
+            for row in profile_operators(step, count)[:top]]
 
 
 def _pair(times: dict[str, list[float]], ours: str, peer: str) -> dict[str, float]:

@@ -12,6 +12,7 @@ from torch.utils.flop_counter import FlopCounterMode
 from transformer_book.analysis.complexity import (
     conv_flops_per_layer,
     count_operations,
+    profile_operators,
     recurrent_flops_per_layer,
     self_attention_flops_per_layer,
     sequence_layer_output,
@@ -124,3 +125,18 @@ def test_count_operations_counts_kernels_not_views_nor_sizes() -> None:
     assert count_operations(lambda: x + 1) == 1
     with pytest.raises(BookError, match="fn: expected a function of no arguments"):
         count_operations(3)
+
+
+def test_profile_operators_ranks_the_time_and_leaves_stderr_working(capfd) -> None:
+    a = torch.randn(200, 200)
+    rows = profile_operators(lambda: (a @ a).relu(), count=3)
+    assert rows[0]["op"] == "aten::mm" and rows[0]["calls_per_call"] == 1
+    assert sum(row["share"] for row in rows) == pytest.approx(1.0)
+    assert [r["self_ms_per_call"] for r in rows] == sorted(
+        (r["self_ms_per_call"] for r in rows), reverse=True)
+    assert "profiler_start" not in capfd.readouterr().err, "the C++ lines are kept out"
+    import os
+    os.write(2, b"still here\n")
+    assert capfd.readouterr().err == "still here\n", "file descriptor 2 restored"
+    with pytest.raises(BookError, match="count: expected an integer >= 1, received 0"):
+        profile_operators(lambda: a @ a, count=0)

@@ -23,11 +23,16 @@ each kind of Table 1, plus the fused library recurrent layers ``nn.RNN``, ``nn.L
 ``nn.GRU``, the fair opponents of a recurrence unrolled in Python), and
 :func:`count_operations` counts the operations a step dispatches: on a GPU each is a kernel
 launch, a fixed cost that no amount of parallel hardware removes (chapter 12).
+:func:`profile_operators` says where a step's time goes, operator by operator.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+import contextlib
+import os
+import sys
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any
 
 import torch
 from torch import nn
@@ -42,6 +47,7 @@ from transformer_book.util.validation import require, require_one_of, require_po
 __all__ = [
     "conv_flops_per_layer",
     "count_operations",
+    "profile_operators",
     "recurrent_flops_per_layer",
     "self_attention_flops_per_layer",
     "sequence_layer_output",
@@ -208,3 +214,38 @@ def count_operations(fn: Callable[[], object]) -> int:
     with counter:
         fn()
     return counter.count
+
+
+def profile_operators(fn: Callable[[], object], count: int = 2) -> list[dict[str, Any]]:
+    """Where ``fn()``'s time goes: every operator it runs, by self CPU time, over ``count``
+    calls after one untimed call (``torch.profiler``). Each row: ``op`` (e.g. ``aten::mm``),
+    ``self_ms_per_call`` (its own time, without the operators it calls), ``share`` of all
+    the operators' self time, ``calls_per_call``; the largest first."""
+    require(callable(fn), "fn", "a function of no arguments", type(fn).__name__)
+    count = require_positive_int(count, "count")
+    fn()
+    with _quiet_native_stderr(), torch.profiler.profile(
+            activities=[torch.profiler.ProfilerActivity.CPU]) as profiled:
+        for _ in range(count):
+            fn()
+    events = [e for e in profiled.key_averages() if e.self_cpu_time_total > 0]
+    total = sum(e.self_cpu_time_total for e in events)
+    events.sort(key=lambda e: e.self_cpu_time_total, reverse=True)
+    return [{"op": e.key, "self_ms_per_call": e.self_cpu_time_total / 1e3 / count,
+             "share": e.self_cpu_time_total / total, "calls_per_call": e.count / count}
+            for e in events]
+
+
+@contextlib.contextmanager
+def _quiet_native_stderr() -> Iterator[None]:
+    """File descriptor 2 sent to the null device: the profiler's C++ library prints a line
+    as it starts and one as it stops, which no setting turns off."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    try:
+        with open(os.devnull, "w", encoding="utf-8") as null:
+            os.dup2(null.fileno(), 2)
+            yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
