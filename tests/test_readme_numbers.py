@@ -60,10 +60,65 @@ def quotes() -> list[tuple[str, str]]:
     ]
 
 
-@pytest.mark.parametrize(("what", "text"), quotes(), ids=[q[0] for q in quotes()])
+def speed_quotes() -> list[tuple[str, str]]:
+    """The README's speed table, from the records it names."""
+    peers = record("peers-20261206T074956Z.json")
+    fp32 = peers["precisions"]["fp32"]
+    engines = {row["name"].split(", ")[0] + ", " + row["name"].split(", ")[1]: row
+               for row in record("engines-20261206T075116Z.json")["rows"]}
+    beam_ct2 = engines["val beam 4, course vs CTranslate2 float32"]
+    static = engines["val greedy, course fast vs transformers generate"]
+    int8 = engines["val beam 4, course int8 vs CTranslate2 int8"]
+    int8_bleu = engines["val beam 4, course vs course int8"]
+    (compiled,) = [row for row in record("bench-20261206T091337Z.json")["table"]
+                   if "regional torch.compile" in row["name"]]
+    return [
+        ("bf16 emulated", f"({peers['bf16']['product_speedup']:.2f}x fp32's speed"),
+        ("vs Marian", f"| `MarianMTModel` | {fp32['marian']['ratio']:.2f} | 1.3 |"),
+        ("--fast vs Marian", f"`train --fast` | `MarianMTModel` | {fp32['fast']['ratio']:.2f} |"),
+        ("vs nn.Transformer", f"| `nn.Transformer` | {fp32['nn.Transformer']['ratio']:.2f} |"),
+        ("MFU", f"matmul rate | {fp32['mfu']:.0%} |"),
+        ("beam vs CTranslate2", f"| CTranslate2 float32 | {beam_ct2['ratio']:.2f} | 0.6 |"),
+        ("static greedy vs generate", f"| `generate` | {static['ratio']:.2f} | 1.0 |"),
+        ("int8 vs CTranslate2 int8", f"| CTranslate2 int8 | {int8['ratio']:.2f} | 0.8 |"),
+        ("regional compile", f"| the same step, eager | {compiled['ratio']:.2f} | 1.0 |"),
+        ("int8 BLEU", f"({int8_bleu['bleu_reference']:.2f} against "
+                      f"{int8_bleu['bleu_ours']:.2f}, beam 4)"),
+    ]
+
+
+def plan_quotes() -> list[tuple[str, str]]:
+    """The README's seed of plan small-steps-3seeds, from its protocol and train records."""
+    protocol = record("protocol-small-20261206T091207Z.json")
+    run = record("train-small-20261206T091049Z.json")
+    test, rules = protocol["test"], protocol["variants"]
+    low, high = test["bleu_95"]
+    return [
+        ("seed 0's run", f"Seed 0 ({run['precision']}, {run['hardware']['cpu_count']} cores of an "
+                         f"{run['hardware']['device_name']}, {run['wall_seconds'] / 60:.0f} "
+                         "minutes)"),
+        ("seed 0's test BLEU", f"sacreBLEU {test['bleu']:.2f} on test_2016_flickr"),
+        ("seed 0's interval", f"(95% bootstrap interval {low:.2f}–{high:.2f})"),
+        ("seed 0's chrF++", f"chrF++ {test['chrf']:.2f}, for `{protocol['chosen']}` chosen on val"),
+        ("the rules' val BLEU", f"(val BLEU {rules[protocol['chosen']]['bleu']:.2f}; `last-5` "
+                                f"{rules['last-5']['bleu']:.2f}, `best-val` "
+                                f"{rules['best-val']['bleu']:.2f})"),
+    ]
+
+
+ALL_QUOTES = quotes() + plan_quotes() + speed_quotes()
+
+
+@pytest.mark.parametrize(("what", "text"), ALL_QUOTES, ids=[q[0] for q in ALL_QUOTES])
 def test_the_readme_quotes_the_record(what, text):
     readme = re.sub(r"\s+", " ", (ROOT / "README.md").read_text(encoding="utf-8"))
     assert re.sub(r"\s+", " ", text) in readme, f"README: {what} should read {text!r}"
+
+
+def test_seed_0_trained_the_plan_s_recipe():
+    run = record("train-small-20261206T091049Z.json")
+    assert (run["fast"], run["steps"], run["stop_reason"]) == (True, 2400, "max_steps")
+    assert run["config"]["train"]["max_minutes"] is None, "counted in steps"
 
 
 def test_every_test_score_the_readme_quotes_is_in_the_ledger():
@@ -76,4 +131,4 @@ def test_every_test_score_the_readme_quotes_is_in_the_ledger():
         if f"{entry['bleu']:.2f}" in readme and entry["before_ledger"]:
             assert "before the ledger" in readme
     quoted = {f"{e['bleu']:.2f}" for e in ledger}
-    assert {"40.33", "36.46", "39.76", "39.08"} <= quoted
+    assert {"40.33", "36.46", "39.76", "39.08", "41.04"} <= quoted
