@@ -32,6 +32,7 @@ protocol took, test is not read again: the record says so and names that score.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -62,15 +63,16 @@ TEST_SPLIT = "test_2016_flickr"
 
 def score(run: str, split: str, rule: dict, results: str) -> dict:
     """One evaluation of ``run``'s checkpoints chosen by ``rule`` (beam 4, α 0.6), in this
-    process: its ``evaluate`` record is written into ``results``, and its scores (with their
-    signatures and 95% bootstrap intervals), the checkpoints' ``selection`` and the
-    ``hypotheses`` come back."""
+    process: its ``evaluate`` record is written into ``results`` (its ``path`` comes back),
+    and its scores (with their signatures and 95% bootstrap intervals), the checkpoints'
+    ``selection`` and the ``hypotheses`` come back."""
     with Stopwatch() as wall:
         trained = load_trained(run, select=rule["select"], average=rule["average"])
         evaluation = evaluate(trained, split=split, beam_size=4, alpha=0.6)
-    write_evaluation(results, evaluation, trained, sys.argv, wall.seconds)
+    path = write_evaluation(results, evaluation, trained, sys.argv, wall.seconds)
     scores = evaluation.scores
-    return {"bleu": scores.bleu, "signature": scores.bleu_signature, "chrf": scores.chrf,
+    return {"path": path, "bleu": scores.bleu, "signature": scores.bleu_signature,
+            "chrf": scores.chrf,
             "chrf_signature": scores.chrf_signature, "ter": scores.ter,
             "ter_signature": scores.ter_signature, "bleu_95": evaluation.bleu_interval,
             "chrf_95": evaluation.chrf_interval, "selection": trained.selection,
@@ -124,6 +126,11 @@ def training_started(run: str) -> float:
     return found[0].stat().st_mtime
 
 
+def _relative(path: str | Path, root: Path) -> str:
+    """``path`` from the repository's top folder, as the ledger names files."""
+    return Path(os.path.relpath(Path(path).resolve(), root.resolve())).as_posix()
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--run", default="runs/small", help="run folder (default runs/small)")
@@ -167,9 +174,13 @@ def main() -> int:
                       "ter_signature": test["ter_signature"], "frozen_record": str(frozen_path)}
     path = write_record(args.results, "protocol", "small", frozen)
     root = repository_root(args.plan)
-    kept = record_test_read(plan, args.system, TEST_SPLIT, {
-        key: frozen["test"][key] for key in ("bleu", "signature", "bleu_95", "chrf", "ter")},
-        test["hypotheses"], root=root, commit=git_commit(root).get("commit"), record=str(path))
+    # the ledger names the evaluate record (as `transformer-book evaluate` and gpu_run.py
+    # do) and, beside it, this protocol's record
+    scores = {key: frozen["test"][key] for key in ("bleu", "signature", "bleu_95", "chrf", "ter")}
+    kept = record_test_read(
+        plan, args.system, TEST_SPLIT, {**scores, "protocol": _relative(path, root)},
+        test["hypotheses"], root=root, commit=git_commit(root).get("commit"),
+        record=_relative(test["path"], root))
     print(f"ledger: {ledger}; translations: {kept}")
     low, high = test["bleu_95"]
     print(f"test {chosen}: BLEU {test['bleu']:.2f} [95% {low:.2f}, {high:.2f}] "

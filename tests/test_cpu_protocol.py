@@ -39,7 +39,8 @@ def protocol(monkeypatch, tmp_path):
         bleu = BLEU[(Path(folder).name, (rule["select"], rule["average"]), split)]
         lines = refs[split] if bleu > 50 else ["a man ."] * len(refs[split])
         steps = [100 * len(folder) + (rule["average"] or 0) + len(rule["select"])]  # one each
-        return {"bleu": bleu, "chrf": bleu + 10, "ter": 50.0, "signature": "sig",
+        path = Path(results) / f"evaluate-{Path(folder).name}-{split}-{len(calls)}.json"
+        return {"path": path, "bleu": bleu, "chrf": bleu + 10, "ter": 50.0, "signature": "sig",
                 "chrf_signature": "csig", "ter_signature": "tsig", "bleu_95": (bleu - 1, bleu + 1),
                 "chrf_95": (bleu + 9, bleu + 11), "hypotheses": lines,
                 "selection": {"averaged_steps": steps, "run": Path(folder).name}}
@@ -143,6 +144,9 @@ def test_test_is_read_under_a_plan_once_per_system_and_kept(protocol, monkeypatc
     ledger = plan.parents[2] / "results" / "test_reads.jsonl"
     (entry,) = [json.loads(line) for line in ledger.read_text().splitlines()]
     assert entry["plan"] == "protocol-demo" and entry["bleu"] == 60.0
+    # the results folder sits beside the plan's repository here
+    assert entry["record"].startswith("../results/evaluate-new-test_2016_flickr-")
+    assert entry["protocol"].startswith("../results/protocol-small-")
     kept = plan.parents[2] / entry["translations"]
     assert kept.read_text().splitlines() == ["a girl sings .", "the sun sets ."]
     monkeypatch.setattr(sys, "argv", ["cpu_protocol.py", "--run", "runs/new", "--results",

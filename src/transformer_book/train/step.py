@@ -184,7 +184,8 @@ def _accumulate_gradients(trainer: Trainer, batch: StepBatch, scale: Any) -> tor
                 with autocast(trainer.precision, device):
                     logits = model(src, tgt_in)  # (B, S), (B, T) -> (B, T, V)
                 # The ids were checked once, when the corpus was prepared: no check here.
-                # The loss runs in float32 at least (bf16 logits are cast, float64 kept).
+                # The loss from float32 logits at least (bf16 cast up, float64 kept).
+                logits = logits.to(torch.promote_types(logits.dtype, torch.float32))
                 loss = label_smoothed_cross_entropy(logits, tgt_out,
                                                     trainer.label_smoothing, PAD_ID,
                                                     reduction="sum", check=False)
