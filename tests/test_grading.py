@@ -14,6 +14,7 @@ import json
 import os
 import re
 import tempfile
+from pathlib import Path
 
 import nbformat
 import torch
@@ -451,3 +452,30 @@ def test_a_forbidden_shortcut_gets_no_points_and_the_rules_message(tmp_path):
     feedback = (tmp_path / "out" / "feedback" / "mallory.md").read_text(encoding="utf-8")
     assert "calls torch.softmax, which this exercise asks you not to use" in feedback
     assert "which this exercise asks you not to use: build J = diag(p)" in feedback
+
+
+def test_a_kernel_that_did_not_start_is_started_once_more(tmp_path, monkeypatch):
+    """A kernel that never came up (a port taken by another kernel starting beside it) gets
+    a second start; any other error, or a second failure, leaves the note and no grade."""
+    from transformer_book.course import grading_report
+
+    source = Path(__file__).resolve().parents[1] / "notebooks"
+    name = "05_self_attention.ipynb"
+    masters = {name: grading_report._sorted_specs(read_exercises(source / name))}
+    path = tmp_path / name
+    path.write_bytes((source / name).read_bytes())
+    submission = grading_report.Submission("zoe", path, path.read_bytes())
+    for errors, calls in [(["Kernel didn't respond in 60 seconds", "second"], 2),
+                          (["Address already in use", "Kernel didn't respond"], 2),
+                          (["nbclient failed", "never"], 1)]:
+        raised = []
+
+        def run(*args, errors=errors, raised=raised, **kwargs):
+            raised.append(errors[len(raised)])
+            raise RuntimeError(raised[-1])
+
+        monkeypatch.setattr(grading_report, "_run_in_scratch", run)
+        result = grading_report.grade_notebook(submission, masters, source, [], 10, 60)
+        assert len(raised) == calls, (errors, raised)
+        assert result["notes"] == [f"{name}: could not be run "
+                                   f"(RuntimeError({raised[-1]!r})); not graded"]

@@ -192,6 +192,14 @@ def _run_in_scratch(notebook: Any, data: bytes, name: str, specs: list[ExerciseS
                               env=kernel_environment(protected, workdir))
 
 
+def _kernel_did_not_start(error: Exception) -> bool:
+    """Whether ``error`` is a kernel that never came up (nothing of the notebook ran), which
+    a second start in a new scratch folder may cure: ``jupyter_client`` chooses free ports
+    and the kernel binds them a moment later, so a kernel starting beside it can take one."""
+    text = str(error)
+    return "Kernel didn't respond" in text or "Address already in use" in text
+
+
 def grade_notebook(submission: Submission, masters: dict[str, list[ExerciseSpec]],
                    source: Path, protected: list[Path], cell_timeout: float,
                    notebook_timeout: float) -> dict[str, Any]:
@@ -219,12 +227,16 @@ def grade_notebook(submission: Submission, masters: dict[str, list[ExerciseSpec]
     result["notebook"] = master
     specs = masters[master]
     answers, blanks = _answers(notebook), _placeholders(source / master)
-    try:
-        run = _run_in_scratch(notebook, submission.data, master, specs, protected,
-                              cell_timeout, notebook_timeout)
-    except Exception as error:  # the kernel would not start, or nbclient failed
-        result["notes"].append(f"{name}: could not be run ({error!r}); not graded")
-        return result
+    for attempt in (1, 2):
+        try:
+            run = _run_in_scratch(notebook, submission.data, master, specs, protected,
+                                  cell_timeout, notebook_timeout)
+            break
+        except Exception as error:  # the kernel would not start, or nbclient failed
+            if attempt == 1 and _kernel_did_not_start(error):
+                continue  # e.g. its port was taken between being chosen and bound: again
+            result["notes"].append(f"{name}: could not be run ({error!r}); not graded")
+            return result
     result["seconds"], result["errors"] = round(run.seconds, 1), run.errors
     serious = [e for e in run.errors if re.search(r"SyntaxError|IndentationError|Timeout|ran "
                                                   r"past", e)]
