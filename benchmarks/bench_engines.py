@@ -23,7 +23,7 @@ The course's engines (:data:`COURSE`) all decode with ``translate_ids``, as the 
 - ``course int8``: the same on :func:`~transformer_book.inference.quantize.quantize_for_decoding`'s
   copy (dynamic int8 linear layers), the course's counterpart of CTranslate2's int8; its
   BLEU beside the float32 course's shows what int8 costs (the aim: within 0.5);
-- ``course fast``: greedy search on its fast path (:class:`FastGreedy`:
+- ``course fast``: greedy search on its fast path (``Greedy(fast=True)``:
   ``greedy_decode(fast=True)``, the static key/value cache). It decodes greedy search only
   (:data:`SEARCHES`): beam 4's ``course`` is already beam search's fast path, so a fast
   beam engine would time the same code twice. Its tokens are the ``course`` greedy ones
@@ -66,12 +66,10 @@ from transformer_book.data import load_multi30k
 from transformer_book.data.tokenizer import EOS_ID as EOS
 from transformer_book.data.tokenizer import PAD_ID as PAD
 from transformer_book.inference import encode_sources, load_trained, score_corpus, translate_ids
-from transformer_book.inference.decoding import Beam
-from transformer_book.inference.greedy import greedy_decode
+from transformer_book.inference.decoding import Beam, Greedy
 from transformer_book.inference.quantize import quantize_for_decoding
 from transformer_book.interop import ctranslate
 from transformer_book.interop.hf_export import export_checkpoint, quiet_transformers
-from transformer_book.nn.config import TransformerConfig
 from transformer_book.nn.transformer import Transformer
 from transformer_book.util.env import cpu_name, torch_threads
 from transformer_book.util.records import command_line, git_commit, hardware_info, utc_timestamp
@@ -92,20 +90,6 @@ LABELS = {"course": "course", "course fast": "course fast", "course int8": "cour
           "ct2 int8": "CTranslate2 int8"}  # the engines' names in the rows
 
 Decode = Callable[[list[list[int]], int], list[list[int]]]  # (batch of id lists, beam) -> ids
-
-
-class FastGreedy:
-    """Greedy search on its fast path, ``greedy_decode(fast=True)`` (the static key/value
-    cache), as a decoding strategy: ``translate_ids`` runs it as it runs ``Beam(beam_size=1)``,
-    whose ``greedy_decode`` grows its cache, with the same lengths."""
-
-    def check(self, config: TransformerConfig) -> None:
-        """Nothing depends on the model."""
-
-    def search(self, model: Transformer, src_ids: torch.Tensor, *, max_len_a: float,
-               max_len_b: int) -> list[list[int]]:
-        return greedy_decode(model, src_ids, max_len_a=max_len_a, max_len_b=max_len_b,
-                             fast=True)
 
 
 def _batches(sources: Sequence[Sequence[int]]) -> list[list[int]]:
@@ -139,7 +123,7 @@ def _engines(checkpoint: Path, folder: Path, threads: int) -> dict[str, Decode]:
     def course(model: Transformer, fast: bool = False) -> Decode:
         def decode(batch: list[list[int]], beam: int) -> list[list[int]]:
             assert beam == 1 or not fast, "course fast decodes greedy search only (SEARCHES)"
-            strategy = FastGreedy() if fast else Beam(beam_size=beam, alpha=ALPHA)
+            strategy = Greedy(fast=True) if fast else Beam(beam_size=beam, alpha=ALPHA)
             return translate_ids(model, batch, strategy, max_len_a=0.0, max_len_b=cap(batch))
         return decode
 

@@ -41,6 +41,7 @@ from transformer_book.nn.transformer import Transformer
 from transformer_book.util.validation import (
     bad_input,
     require,
+    require_bool,
     require_int,
     require_number,
     require_one_of,
@@ -67,14 +68,21 @@ class DecodingStrategy(Protocol):
 
 @dataclass(frozen=True)
 class Greedy:
-    """The most probable token at every step (:func:`~.greedy.greedy_decode`)."""
+    """The most probable token at every step (:func:`~.greedy.greedy_decode`); ``fast``:
+    its fast path, the static key/value cache (the same tokens)."""
+
+    fast: bool = False
+
+    def __post_init__(self) -> None:
+        require_bool(self.fast, "fast")
 
     def check(self, config: TransformerConfig) -> None:
         """Nothing depends on the model."""
 
     def search(self, model: Transformer, src_ids: torch.Tensor, *, max_len_a: float,
                max_len_b: int) -> list[list[int]]:
-        return greedy_decode(model, src_ids, max_len_a=max_len_a, max_len_b=max_len_b)
+        return greedy_decode(model, src_ids, max_len_a=max_len_a, max_len_b=max_len_b,
+                             fast=self.fast)
 
 
 @dataclass(frozen=True)
