@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import statistics
 import sys
 from pathlib import Path
 
@@ -43,6 +44,7 @@ from transformer_book.inference.trained import load_trained
 from transformer_book.run.checkpoint import list_checkpoints
 from transformer_book.run.plans import (
     LEDGER,
+    ledger_entries,
     load_plan,
     record_test_read,
     repository_root,
@@ -185,6 +187,11 @@ def main() -> int:
     low, high = test["bleu_95"]
     print(f"test {chosen}: BLEU {test['bleu']:.2f} [95% {low:.2f}, {high:.2f}] "
           f"[{test['signature']}], chrF++ {test['chrf']:.2f}; record {path}")
+    reads = [e["bleu"] for e in ledger_entries(ledger)
+             if e.get("plan") == plan.name and e.get("split") == TEST_SPLIT]
+    if plan.fields.get("seeds") and len(reads) == len(plan.systems) > 1:  # the plan's report
+        print(f"plan {plan.name}: all {len(reads)} seeds read; test BLEU mean "
+              f"{statistics.mean(reads):.2f} ± {statistics.stdev(reads):.2f} (sd, n - 1)")
     return 0
 
 

@@ -164,6 +164,26 @@ def test_test_is_read_under_a_plan_once_per_system_and_kept(protocol, monkeypatc
     assert calls == []
 
 
+def test_the_last_seed_read_prints_the_plan_s_mean_and_sd(protocol, monkeypatch, tmp_path,
+                                                          capsys):
+    module, _, results = protocol
+    seeds = write_plan(tmp_path / "seeds", "three-seeds", PLAN.replace(
+        "protocol-demo", "three-seeds").replace(str([f"s{n}" for n in range(1, 100)]),
+                                                "['seed-0', 'seed-1', 'seed-2']").replace(
+        "seeds = [0]", "seeds = [0, 1, 2]"))
+    for system, bleu in zip(("seed-0", "seed-1", "seed-2"), (60.0, 62.0, 67.0)):
+        BLEU[("new", LAST, "test_2016_flickr")] = bleu
+        monkeypatch.setattr(sys, "argv", ["cpu_protocol.py", "--run", "runs/new", "--results",
+                                          str(results), "--plan", str(seeds), "--system", system])
+        try:
+            assert module.main() == 0
+        finally:
+            BLEU[("new", LAST, "test_2016_flickr")] = 60.0
+        report = [line for line in capsys.readouterr().out.splitlines() if "mean" in line]
+        assert report == ([] if system != "seed-2" else [
+            "plan three-seeds: all 3 seeds read; test BLEU mean 63.00 ± 3.61 (sd, n - 1)"])
+
+
 @pytest.mark.slow
 def test_score_evaluates_in_process_and_writes_the_evaluate_record(run, tmp_path):  # noqa: F811
     """The real ``score``: ``inference.evaluate`` in this process (no command line), its
