@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import re
+import statistics
 from pathlib import Path
 
 import pytest
@@ -87,23 +88,48 @@ def speed_quotes() -> list[tuple[str, str]]:
     ]
 
 
+PLAN = "small-steps-3seeds"
+
+
+def ledger() -> list[dict]:
+    return [json.loads(line) for line in
+            (ROOT / "results" / "test_reads.jsonl").read_text().splitlines() if line]
+
+
+def plan_reads() -> list[tuple[dict, dict, dict]]:
+    """The plan's test reads, by seed: (ledger line, its protocol record, the run's train
+    record, the one finished record of the protocol's run folder)."""
+    reads = []
+    for entry in sorted((e for e in ledger() if e.get("plan") == PLAN),
+                        key=lambda e: e["system"]):
+        protocol = record(Path(entry["protocol"]).name)
+        (train,) = [json.loads(path.read_text(encoding="utf-8"))
+                    for path in (ROOT / "results").glob("train-small-*.json")
+                    if json.loads(path.read_text(encoding="utf-8")).get("out_dir", "").endswith(
+                        protocol["run"]) and "small-seed" in protocol["run"]]
+        reads.append((entry, protocol, train))
+    return reads
+
+
 def plan_quotes() -> list[tuple[str, str]]:
-    """The README's seed of plan small-steps-3seeds, from its protocol and train records."""
-    protocol = record("protocol-small-20261206T091207Z.json")
-    run = record("train-small-20261206T091049Z.json")
-    test, rules = protocol["test"], protocol["variants"]
-    low, high = test["bleu_95"]
-    return [
-        ("seed 0's run", f"Seed 0 ({run['precision']}, {run['hardware']['cpu_count']} cores of an "
-                         f"{run['hardware']['device_name']}, {run['wall_seconds'] / 60:.0f} "
-                         "minutes)"),
-        ("seed 0's test BLEU", f"sacreBLEU {test['bleu']:.2f} on test_2016_flickr"),
-        ("seed 0's interval", f"(95% bootstrap interval {low:.2f}–{high:.2f})"),
-        ("seed 0's chrF++", f"chrF++ {test['chrf']:.2f}, for `{protocol['chosen']}` chosen on val"),
-        ("the rules' val BLEU", f"(val BLEU {rules[protocol['chosen']]['bleu']:.2f}; `last-5` "
-                                f"{rules['last-5']['bleu']:.2f}, `best-val` "
-                                f"{rules['best-val']['bleu']:.2f})"),
-    ]
+    """The README's table of the plan's seeds and their mean ± sd, from the ledger and the
+    records its lines name."""
+    rows, bleus = [], []
+    for entry, protocol, run in plan_reads():
+        test, chosen = protocol["test"], protocol["chosen"]
+        low, high = test["bleu_95"]
+        threads = run["hardware"]["torch_threads"]
+        rows.append((f"{entry['system']}'s row", (
+            f"| {run['config']['train']['seed']} | {threads} thread{'s' * (threads > 1)} of an "
+            f"{run['hardware']['device_name']} | {run['wall_seconds'] / 60:.0f} | `{chosen}` "
+            f"| {protocol['variants'][chosen]['bleu']:.2f} | **{test['bleu']:.2f}** "
+            f"({low:.2f}–{high:.2f}) | {test['chrf']:.2f} |")))
+        assert test["bleu"] == entry["bleu"], "the ledger's score is the protocol's"
+        bleus.append(test["bleu"])
+    if len(bleus) == 3:
+        rows.append(("the plan's mean ± sd", f"sacreBLEU {statistics.mean(bleus):.2f} ± "
+                                              f"{statistics.stdev(bleus):.2f} on test_2016_flickr"))
+    return rows
 
 
 ALL_QUOTES = quotes() + plan_quotes() + speed_quotes()
@@ -115,10 +141,17 @@ def test_the_readme_quotes_the_record(what, text):
     assert re.sub(r"\s+", " ", text) in readme, f"README: {what} should read {text!r}"
 
 
-def test_seed_0_trained_the_plan_s_recipe():
-    run = record("train-small-20261206T091049Z.json")
-    assert (run["fast"], run["steps"], run["stop_reason"]) == (True, 2400, "max_steps")
-    assert run["config"]["train"]["max_minutes"] is None, "counted in steps"
+def test_each_seed_trained_the_plan_s_recipe_and_all_three_were_read():
+    reads = plan_reads()
+    assert [entry["system"] for entry, _, _ in reads] == ["seed-0", "seed-1", "seed-2"]
+    for entry, protocol, run in reads:
+        seed = int(entry["system"].removeprefix("seed-"))
+        assert run["command"] == ("transformer-book train --config configs/small.toml --out "
+                                  f"runs/small-seed-{seed} --seed {seed} --fast --quiet")
+        assert (run["fast"], run["steps"], run["stop_reason"]) == (True, 2400, "max_steps")
+        assert run["config"]["train"]["max_minutes"] is None, "counted in steps"
+        assert (run["precision"], run["config"]["train"]["seed"]) == ("fp32", seed)
+        assert protocol["run"] == f"runs/small-seed-{seed}"
 
 
 def test_every_test_score_the_readme_quotes_is_in_the_ledger():
@@ -131,4 +164,4 @@ def test_every_test_score_the_readme_quotes_is_in_the_ledger():
         if f"{entry['bleu']:.2f}" in readme and entry["before_ledger"]:
             assert "before the ledger" in readme
     quoted = {f"{e['bleu']:.2f}" for e in ledger}
-    assert {"40.33", "36.46", "39.76", "39.08", "41.04"} <= quoted
+    assert {"40.33", "36.46", "39.76", "39.08", "41.04", "41.07", "40.54"} <= quoted
