@@ -171,7 +171,7 @@ def test_the_last_seed_read_prints_the_plan_s_mean_and_sd(protocol, monkeypatch,
         "protocol-demo", "three-seeds").replace(str([f"s{n}" for n in range(1, 100)]),
                                                 "['seed-0', 'seed-1', 'seed-2']").replace(
         "seeds = [0]", "seeds = [0, 1, 2]"))
-    for system, bleu in zip(("seed-0", "seed-1", "seed-2"), (60.0, 62.0, 67.0)):
+    for system, bleu in zip(("seed-0", "seed-1", "seed-2"), (60.0, 62.0, 67.0), strict=True):
         BLEU[("new", LAST, "test_2016_flickr")] = bleu
         monkeypatch.setattr(sys, "argv", ["cpu_protocol.py", "--run", "runs/new", "--results",
                                           str(results), "--plan", str(seeds), "--system", system])
