@@ -97,16 +97,14 @@ def ledger() -> list[dict]:
 
 
 def plan_reads() -> list[tuple[dict, dict, dict]]:
-    """The plan's test reads, by seed: (ledger line, its protocol record, the run's train
-    record, the one finished record of the protocol's run folder)."""
+    """The plan's test reads, by seed: (ledger line, the protocol record it names, the train
+    record of that protocol's run folder)."""
+    trains = [record(path.name) for path in (ROOT / "results").glob("train-small-*.json")]
     reads = []
     for entry in sorted((e for e in ledger() if e.get("plan") == PLAN),
                         key=lambda e: e["system"]):
         protocol = record(Path(entry["protocol"]).name)
-        (train,) = [json.loads(path.read_text(encoding="utf-8"))
-                    for path in (ROOT / "results").glob("train-small-*.json")
-                    if json.loads(path.read_text(encoding="utf-8")).get("out_dir", "").endswith(
-                        protocol["run"]) and "small-seed" in protocol["run"]]
+        (train,) = [t for t in trains if t["out_dir"].endswith("/" + protocol["run"])]
         reads.append((entry, protocol, train))
     return reads
 
@@ -158,10 +156,8 @@ def test_every_test_score_the_readme_quotes_is_in_the_ledger():
     """A test score the README quotes is a ledger line (one read before the ledger is
     marked as such, and the README says it was)."""
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    ledger = [json.loads(line) for line in
-              (ROOT / "results" / "test_reads.jsonl").read_text().splitlines() if line]
-    for entry in ledger:
+    for entry in ledger():
         if f"{entry['bleu']:.2f}" in readme and entry["before_ledger"]:
             assert "before the ledger" in readme
-    quoted = {f"{e['bleu']:.2f}" for e in ledger}
+    quoted = {f"{e['bleu']:.2f}" for e in ledger()}
     assert {"40.33", "36.46", "39.76", "39.08", "41.04", "41.07", "40.54"} <= quoted
