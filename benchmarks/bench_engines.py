@@ -1,6 +1,6 @@
 """Decoding against production engines: the course's beam search and greedy search (float32,
-int8, and greedy's fast path), ``transformers``' ``generate`` and CTranslate2 (float32 and
-int8), on the same weights over Multi30k's val split.
+int8, and greedy's fast path, eager and compiled), ``transformers``' ``generate`` and
+CTranslate2 (float32 and int8), on the same weights over Multi30k's val split.
 
 Usage: ``python benchmarks/bench_engines.py [--quick] [--limit N] [--threads 2]
 [--results results] [--json PATH]``; ``make bench`` runs it through ``run_all.py``.
@@ -14,7 +14,8 @@ engine decodes the same length-sorted batches of ``BATCH`` val sentences with be
 (``generate`` and CTranslate2 take one limit per batch, so the course gets it too), on
 ``--threads`` intra-op threads (2 by default: the course machine's cores). The batches are
 timed in turn, the engines' order rotating from batch to batch, so that a change in the
-machine's load falls on all of them alike; each engine first decodes one batch untimed.
+machine's load falls on all of them alike; each engine first decodes one batch untimed (its
+seconds are recorded as ``warmup_seconds``: for ``course compiled``, mostly compiling).
 
 The course's engines (:data:`COURSE`) all decode with ``translate_ids``, as the CLI does:
 
@@ -27,7 +28,10 @@ The course's engines (:data:`COURSE`) all decode with ``translate_ids``, as the 
   ``greedy_decode(fast=True)``, the static key/value cache). It decodes greedy search only
   (:data:`SEARCHES`): beam 4's ``course`` is already beam search's fast path, so a fast
   beam engine would time the same code twice. Its tokens are the ``course`` greedy ones
-  (``= course`` counts them: fewer than every sentence would be a bug).
+  (``= course`` counts them: fewer than every sentence would be a bug);
+- ``course compiled``: that fast path with its step compiled (``Greedy(fast=True,
+  compiled=True)``: ``torch.compile`` of the decoder, inductor), greedy search only too;
+  the same tokens up to float32 rounding.
 
 Not equal, by design: the length penalty. The course divides a hypothesis' log-probability
 by Wu et al.'s ``((5 + |Y|) / 6)^α`` and stops a sentence when no live hypothesis can still
@@ -42,9 +46,11 @@ Rows (each with both engines' BLEU, the sentences they translate alike and the C
 (> 1: ours is faster). First every engine against ``course`` (ours), beam 4 and greedy;
 goal for ``generate``: 1.0 (ours at least as fast with the same search), none (0) for the
 others, which measure the gap (CTranslate2, see chapter 11) or the gain (``course int8``,
-``course fast``: a ratio below 1 is their speed-up). Then :data:`VERSUS`, a course engine as
-ours against its production counterpart: ``course int8`` against CTranslate2 int8 (goal
-0.8, beam 4 and greedy), ``course fast`` greedy against ``generate`` (goal 1.0).
+``course fast``, ``course compiled``: a ratio below 1 is their speed-up). Then
+:data:`VERSUS`, a course engine as ours against its production counterpart: ``course int8``
+against CTranslate2 int8 (goal 0.8, beam 4 and greedy), ``course fast`` and ``course
+compiled`` greedy against ``generate`` (goal 1.0), and ``course compiled`` against
+CTranslate2 float32 (no goal: the gap that compiling leaves).
 """
 
 from __future__ import annotations
@@ -78,14 +84,18 @@ BATCH = 32  # sentences per batch, for every engine
 BEAM, ALPHA, EXTRA = 4, 0.6, 50  # Section 6.1: beam 4, α = 0.6, at most |x| + 50 tokens
 QUICK_LIMIT = 48
 DEFAULT_LIMIT = None  # the whole val split (1,014 sentences)
-COURSE = ("course", "course fast", "course int8")  # the course's engines; "course" first
+# The course's engines, "course" first.
+COURSE = ("course", "course fast", "course compiled", "course int8")
 ENGINES = (*COURSE, "transformers", "ct2 float32", "ct2 int8")
-# Per search: its beam size and the engines that decode it ("course fast": greedy only).
-SEARCHES = {"beam": (BEAM, tuple(e for e in ENGINES if e != "course fast")),
+GREEDY_ONLY = ("course fast", "course compiled")  # greedy search's fast path, eager and compiled
+# Per search: its beam size and the engines that decode it.
+SEARCHES = {"beam": (BEAM, tuple(e for e in ENGINES if e not in GREEDY_ONLY)),
             "greedy": (1, ENGINES)}
 # A course engine as ours against a production engine: (ours, reference, goal).
-VERSUS = (("course int8", "ct2 int8", 0.8), ("course fast", "transformers", 1.0))
-LABELS = {"course": "course", "course fast": "course fast", "course int8": "course int8",
+VERSUS = (("course int8", "ct2 int8", 0.8), ("course fast", "transformers", 1.0),
+          ("course compiled", "transformers", 1.0), ("course compiled", "ct2 float32", 0.0))
+LABELS = {"course": "course", "course fast": "course fast",
+          "course compiled": "course compiled", "course int8": "course int8",
           "transformers": "transformers generate", "ct2 float32": "CTranslate2 float32",
           "ct2 int8": "CTranslate2 int8"}  # the engines' names in the rows
 
@@ -120,10 +130,11 @@ def _engines(checkpoint: Path, folder: Path, threads: int) -> dict[str, Decode]:
     def cap(batch: list[list[int]]) -> int:
         return min(max(len(s) for s in batch) + EXTRA, max_len - 1)
 
-    def course(model: Transformer, fast: bool = False) -> Decode:
+    def course(model: Transformer, fast: bool = False, compiled: bool = False) -> Decode:
         def decode(batch: list[list[int]], beam: int) -> list[list[int]]:
-            assert beam == 1 or not fast, "course fast decodes greedy search only (SEARCHES)"
-            strategy = Greedy(fast=True) if fast else Beam(beam_size=beam, alpha=ALPHA)
+            assert beam == 1 or not fast, "the fast path decodes greedy search only (SEARCHES)"
+            strategy = (Greedy(fast=True, compiled=compiled) if fast
+                        else Beam(beam_size=beam, alpha=ALPHA))
             return translate_ids(model, batch, strategy, max_len_a=0.0, max_len_b=cap(batch))
         return decode
 
@@ -140,19 +151,24 @@ def _engines(checkpoint: Path, folder: Path, threads: int) -> dict[str, Decode]:
             ct2[kind], tokenizer, batch, beam_size=beam, alpha=ALPHA, max_len=cap(batch) + 1)
 
     return {"course": course(trained.model), "course fast": course(trained.model, fast=True),
+            "course compiled": course(trained.model, fast=True, compiled=True),
             "course int8": course(quantize_for_decoding(trained.model)),
             "transformers": transformers_generate,
             "ct2 float32": ct2_engine("float32"), "ct2 int8": ct2_engine("int8")}
 
 
 def _decode_all(engines: dict[str, Decode], sources: list[list[int]], beam: int, clock: str
-                ) -> tuple[dict[str, float], dict[str, list[list[int]]]]:
-    """Every engine over every batch, timed batch by batch in rotating order."""
+                ) -> tuple[dict[str, float], dict[str, float], dict[str, list[list[int]]]]:
+    """Every engine over every batch, timed batch by batch in rotating order, after a
+    warmup batch each: (seconds, warmup seconds, outputs) per engine."""
     now = CLOCKS[clock]
     batches = _batches(sources)
     names = list(engines)
-    for name in names:  # warmup: one batch, untimed
+    warmup = {}
+    for name in names:  # warmup: one batch, apart (compiling, for the compiled engine)
+        start = now()
         engines[name]([sources[i] for i in batches[0]], beam)
+        warmup[name] = now() - start
     seconds = dict.fromkeys(names, 0.0)
     outputs: dict[str, list[list[int]]] = {name: [[] for _ in sources] for name in names}
     for b, batch in enumerate(batches):
@@ -163,14 +179,15 @@ def _decode_all(engines: dict[str, Decode], sources: list[list[int]], beam: int,
             seconds[name] += now() - start
             for i, hyp in zip(batch, hyps, strict=True):
                 outputs[name][i] = hyp
-    return seconds, outputs
+    return seconds, warmup, outputs
 
 
-def _summary(name: str, seconds: float, outputs: dict[str, list[list[int]]],
+def _summary(name: str, seconds: float, warmup: float, outputs: dict[str, list[list[int]]],
              decode: Callable[[list[int]], str], references: list[str]) -> dict[str, Any]:
-    """Engine ``name``'s seconds, sacreBLEU and ``same_as``: for each course engine that
-    decoded the same search, the sentences ``name`` translates exactly as it does."""
-    return {"seconds": seconds,
+    """Engine ``name``'s seconds (timed, and its warmup batch's), sacreBLEU and ``same_as``:
+    for each course engine that decoded the same search, the sentences ``name`` translates
+    exactly as it does."""
+    return {"seconds": seconds, "warmup_seconds": warmup,
             "bleu": score_corpus([decode(h) for h in outputs[name]], references,
                                  other_metrics=False).bleu,
             "same_as": {course: sum(a == b for a, b in zip(outputs[name], outputs[course],
@@ -207,9 +224,9 @@ def measure_engines(limit: int | None = DEFAULT_LIMIT, threads: int = 2, clock: 
         references = [t for _, t in pairs]
         engines, results = _engines(checkpoint, Path(tmp), threads), {}
         for search, (beam, names) in SEARCHES.items():
-            seconds, outputs = _decode_all({name: engines[name] for name in names}, sources,
-                                           beam, clock)
-            results[search] = {name: _summary(name, seconds[name], outputs,
+            seconds, warmup, outputs = _decode_all({name: engines[name] for name in names},
+                                                   sources, beam, clock)
+            results[search] = {name: _summary(name, seconds[name], warmup[name], outputs,
                                               trained.tokenizer.decode, references)
                                for name in names}
     return {"checkpoint": str(checkpoint), "sentences": len(pairs), "threads": threads,
@@ -219,13 +236,14 @@ def measure_engines(limit: int | None = DEFAULT_LIMIT, threads: int = 2, clock: 
 def _row(measured: dict[str, Any], search: str, ours: str, reference: str, goal: float
          ) -> dict[str, Any]:
     """Engine ``ours`` against engine ``reference`` in ``search``: ``ratio`` = reference
-    seconds / ours, with both BLEU and the sentences they translate alike."""
+    seconds / ours, with both BLEU, the sentences they translate alike and ours' warmup."""
     mine, other = measured[search][ours], measured[search][reference]
     label = f"beam {BEAM}" if search == "beam" else "greedy"
     return {"name": f"val {label}, {LABELS[ours]} vs {LABELS[reference]}, "
                     f"{measured['sentences']} sentences, {measured['threads']} threads",
             "unit": "s", "ours": mine["seconds"], "reference": other["seconds"],
             "ratio": other["seconds"] / mine["seconds"], "goal": goal,
+            "warmup_ours": mine["warmup_seconds"],
             "bleu_ours": mine["bleu"], "bleu_reference": other["bleu"],
             "same_translations": other["same_as"][ours], "cpu": measured["cpu"]}
 
@@ -248,14 +266,14 @@ def format_table(measured: dict[str, Any]) -> str:
     translated as the course does), then the rows that have a goal."""
     lines = [f"{measured['sentences']} val sentences, {measured['threads']} threads, "
              f"{measured['cpu']}",
-             f"{'engine':<14} {'search':<7} {'seconds':>8} {'course/x':>9} {'BLEU':>6} "
-             f"{'= course':>9}"]
+             f"{'engine':<16} {'search':<7} {'seconds':>8} {'course/x':>9} {'BLEU':>6} "
+             f"{'= course':>9} {'warmup s':>9}"]
     for search in SEARCHES:
         course = measured[search]["course"]["seconds"]
         for name, m in measured[search].items():
-            lines.append(f"{name:<14} {search:<7} {m['seconds']:>8.2f} "
+            lines.append(f"{name:<16} {search:<7} {m['seconds']:>8.2f} "
                          f"{course / m['seconds']:>8.2f}x {m['bleu']:>6.2f} "
-                         f"{m['same_as']['course']:>9}")
+                         f"{m['same_as']['course']:>9} {m['warmup_seconds']:>9.2f}")
     lines.append("goals (ratio = reference seconds / ours):")
     lines += [f"  {r['name']}: {r['ratio']:.2f} (goal {r['goal']:g}, "
               f"{'met' if r['ratio'] >= r['goal'] else 'missed'}), "

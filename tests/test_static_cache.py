@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+from transformer_book.inference.decoding import Greedy
 from transformer_book.inference.greedy import greedy_decode
 from transformer_book.nn.config import TransformerConfig
 from transformer_book.nn.kv_cache import DecoderCache, StaticDecoderCache
@@ -122,3 +123,33 @@ def test_fast_path_keeps_the_model_mode_and_refuses_bad_settings() -> None:
         greedy_decode(model, src, use_cache=False, fast=True)
     with pytest.raises(BookError, match="fast"):
         greedy_decode(model, src, fast="yes")  # type: ignore[arg-type]
+
+
+@pytest.mark.slow
+def test_the_compiled_step_gives_the_same_tokens_and_is_compiled() -> None:
+    """``compiled=True``: the same tokens as the eager fast path in float64, sentences
+    leaving the batch down to one, and the step did run as compiled graphs (a fallback to
+    eager would pass the equality alone)."""
+    from torch._dynamo.utils import counters  # the compiler's own count of graphs
+
+    model, src = _model(9), _padded_sources(9, b=6)
+    graphs = counters["stats"]["unique_graphs"]
+    for kwargs in (dict(max_len_a=1.0, max_len_b=4), dict(max_len_a=0.0, max_len_b=12,
+                                                             min_len=12)):
+        assert greedy_decode(model, src, fast=True, compiled=True, **kwargs) == \
+            greedy_decode(model, src, fast=True, **kwargs)
+    assert counters["stats"]["unique_graphs"] > graphs
+    model.train()
+    greedy_decode(model, src, max_len_b=3, fast=True, compiled=True)
+    assert model.training
+
+
+def test_the_compiled_step_needs_the_fast_path() -> None:
+    model, src = _model(8), _padded_sources(8)
+    with pytest.raises(BookError, match="compiled: expected False without the fast path"):
+        greedy_decode(model, src, compiled=True)
+    with pytest.raises(BookError, match="compiled"):
+        greedy_decode(model, src, fast=True, compiled="yes")  # type: ignore[arg-type]
+    with pytest.raises(BookError, match="compiled: expected False without the fast path"):
+        Greedy(compiled=True)
+    assert Greedy(fast=True, compiled=True).compiled

@@ -69,12 +69,18 @@ class DecodingStrategy(Protocol):
 @dataclass(frozen=True)
 class Greedy:
     """The most probable token at every step (:func:`~.greedy.greedy_decode`); ``fast``:
-    its fast path, the static key/value cache (the same tokens)."""
+    its fast path, the static key/value cache (the same tokens); ``compiled`` (with
+    ``fast``): that path's step compiled by ``torch.compile`` (the same tokens; about a
+    minute to compile once per process, so for long decodings)."""
 
     fast: bool = False
+    compiled: bool = False
 
     def __post_init__(self) -> None:
         require_bool(self.fast, "fast")
+        require_bool(self.compiled, "compiled")
+        require(self.fast or not self.compiled, "compiled",
+                "False without the fast path (fast=False)", self.compiled)
 
     def check(self, config: TransformerConfig) -> None:
         """Nothing depends on the model."""
@@ -82,7 +88,7 @@ class Greedy:
     def search(self, model: Transformer, src_ids: torch.Tensor, *, max_len_a: float,
                max_len_b: int) -> list[list[int]]:
         return greedy_decode(model, src_ids, max_len_a=max_len_a, max_len_b=max_len_b,
-                             fast=self.fast)
+                             fast=self.fast, compiled=self.compiled)
 
 
 @dataclass(frozen=True)

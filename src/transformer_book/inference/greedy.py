@@ -11,6 +11,9 @@ One fast path, ``fast=True``: the keys and values sit in a
 :class:`~transformer_book.nn.kv_cache.StaticDecoderCache`, allocated once to the longest
 output and written in place at each step, instead of buffers that grow by ``torch.cat``
 (the same tokens: tested equal in float64; timed in ``benchmarks/bench_fast.py``).
+``compiled=True`` adds, on that path, a decoding step compiled by ``torch.compile`` (the
+same tokens in float64; about a minute to compile, paid back over a long decoding; timed
+in ``benchmarks/bench_engines.py``).
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ def greedy_decode(
     use_cache: bool = True,
     min_len: int = 0,
     fast: bool = False,
+    compiled: bool = False,
 ) -> list[list[int]]:
     """Pick the most probable next token until ``<eos>``, batched: ``src_ids (B, S)`` ->
     B lists of ids (no ``<bos>``/``<eos>``/pad).
@@ -47,11 +51,12 @@ def greedy_decode(
     before ``min_len`` tokens (``min_len = max_len_b`` with ``max_len_a=0`` forces exactly
     that many steps, e.g. to time decoding). ``use_cache=False`` re-runs the decoder on
     the whole prefix at every step (same output). ``fast=True`` (with the cache) keeps the
-    keys and values in buffers allocated once to the longest output (same output).
+    keys and values in buffers allocated once to the longest output (same output);
+    ``compiled=True`` (with ``fast``) runs each step as ``torch.compile``'s code (same output).
     """
     # The logits rank the tokens as the log-probabilities do: no softmax needed.
     return token_by_token(model, src_ids, most_probable, max_len_a, max_len_b, use_cache,
-                          min_len, log_probs=False, fast=fast)
+                          min_len, log_probs=False, fast=fast, compiled=compiled)
 
 
 def most_probable(scores: torch.Tensor) -> torch.Tensor:
@@ -69,6 +74,7 @@ def token_by_token(
     min_len: int = 0,
     log_probs: bool = True,
     fast: bool = False,
+    compiled: bool = False,
 ) -> list[list[int]]:
     """One hypothesis per sentence, one token per step, ``choose`` picking it:
     ``src_ids (B, S)`` -> B lists of ids (no ``<bos>``/``<eos>``/pad).
@@ -79,11 +85,15 @@ def token_by_token(
     before ``min_len`` tokens, ``<eos>``. Greedy search chooses the best token
     (:func:`most_probable`), sampling draws one. Lengths, ``min_len`` and ``use_cache``
     as in :func:`greedy_decode`; finished sentences leave the batch. ``fast=True`` (with
-    ``use_cache``): the static cache of :func:`greedy_decode`'s fast path.
+    ``use_cache``): the static cache of :func:`greedy_decode`'s fast path; ``compiled=True``
+    (with ``fast``): its compiled step.
     """
     check_decoding(model, src_ids, min_len)
     require_bool(fast, "fast")
+    require_bool(compiled, "compiled")
     require(use_cache or not fast, "fast", "False without the cache (use_cache=False)", fast)
+    require(fast or not compiled, "compiled", "False without the fast path (fast=False)",
+            compiled)
     config = model.config
     limits = output_length_limits(src_ids, config.pad_id, max_len_a, max_len_b, config.max_len)
     longest = int(limits.max())
@@ -94,7 +104,7 @@ def token_by_token(
         memory = model.encode(src_ids)  # (B, S, d_model)
         assert isinstance(memory, torch.Tensor), "encode without need_weights: a tensor"
         stepper = Stepper(model, src_ids, memory, use_cache, normalize=log_probs,
-                          max_length=longest if fast else None)
+                          max_length=longest if fast else None, compiled=compiled)
         prefix = torch.full((b, 1), config.bos_id, dtype=torch.long, device=device)
         live = torch.arange(b, device=device)  # the sentences still being decoded
         for t in range(longest):

@@ -7,6 +7,10 @@ the cross-attention keys and values are projected from the encoder output once p
 sentence (:class:`~transformer_book.nn.kv_cache.DecoderCache`). Given ``max_length``, the
 stepper keeps them in a :class:`~transformer_book.nn.kv_cache.StaticDecoderCache` instead,
 allocated once to that many positions and written in place (the fast path of greedy search).
+With ``compiled`` too, each step runs ``torch.compile``'s code for the decoder (inductor:
+fused kernels, far fewer operations issued from Python), compiled once per process for each
+kind of step it meets (the first step, later ones, one sentence left): about a minute on a
+CPU, which only a long decoding pays back.
 """
 
 from __future__ import annotations
@@ -64,13 +68,18 @@ class Stepper:
 
     ``max_length`` (with ``use_cache``): the most positions the prefix will reach; the cache
     is then a :class:`~transformer_book.nn.kv_cache.StaticDecoderCache` of that many
-    positions (the same scores, no growing buffers).
+    positions (the same scores, no growing buffers). ``compiled`` (with ``max_length``): the
+    decoder runs as ``torch.compile(model.decode, dynamic=True)`` (the same scores up to
+    float rounding; the same tokens, tested in float64).
     """
 
     def __init__(self, model: Transformer, src_ids: torch.Tensor, memory: torch.Tensor,
-                 use_cache: bool, normalize: bool = True, max_length: int | None = None
-                 ) -> None:
+                 use_cache: bool, normalize: bool = True, max_length: int | None = None,
+                 compiled: bool = False) -> None:
+        require(not compiled or (use_cache and max_length is not None), "compiled",
+                "False without the static cache (use_cache and max_length)", compiled)
         self.model, self.src, self.memory, self.normalize = model, src_ids, memory, normalize
+        self.decode = torch.compile(model.decode, dynamic=True) if compiled else model.decode
         self.cache: DecoderCache | None = None
         if use_cache:
             self.cache = (model.new_cache() if max_length is None
@@ -80,7 +89,7 @@ class Stepper:
 
     def step(self, prefix: torch.Tensor) -> torch.Tensor:
         new = prefix[:, -1:] if self.cache is not None else prefix  # (N, 1) or (N, t)
-        logits = self.model.decode(new, self.memory, self.src, cache=self.cache)  # (N, T, V)
+        logits = self.decode(new, self.memory, self.src, cache=self.cache)  # (N, T, V)
         assert isinstance(logits, torch.Tensor), "decode without need_weights: a tensor"
         # (N, T, V) -> (N, V), in float32 at least (bf16/fp16 logits are promoted; a float64
         # model keeps float64, so a float64 reference can check the search exactly).
