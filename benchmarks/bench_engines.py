@@ -14,8 +14,11 @@ engine decodes the same length-sorted batches of ``BATCH`` val sentences with be
 (``generate`` and CTranslate2 take one limit per batch, so the course gets it too), on
 ``--threads`` intra-op threads (2 by default: the course machine's cores). The batches are
 timed in turn, the engines' order rotating from batch to batch, so that a change in the
-machine's load falls on all of them alike; each engine first decodes one batch untimed (its
-seconds are recorded as ``warmup_seconds``: for ``course compiled``, mostly compiling).
+machine's load falls on all of them alike (CTranslate2 in a process of its own,
+:class:`~transformer_book.interop.ctranslate.TranslatorProcess`, timed there: run in this
+one, its OpenMP runtime slows PyTorch's, and the last row measures by how much); each
+engine first decodes one batch untimed (its seconds are recorded as ``warmup_seconds``:
+for ``course compiled``, mostly compiling).
 
 The course's engines (:data:`COURSE`) all decode with ``translate_ids``, as the CLI does:
 
@@ -50,7 +53,9 @@ others, which measure the gap (CTranslate2, see chapter 11) or the gain (``cours
 :data:`VERSUS`, a course engine as ours against its production counterpart: ``course int8``
 against CTranslate2 int8 (goal 0.8, beam 4 and greedy), ``course fast`` and ``course
 compiled`` greedy against ``generate`` (goal 1.0), and ``course compiled`` against
-CTranslate2 float32 (no goal: the gap that compiling leaves).
+CTranslate2 float32 (no goal: the gap that compiling leaves). Last, measured after
+everything else: ``course fast`` greedy over the split after CTranslate2 float32 has
+translated one batch in this process, against the same before it (below 1: slowed down).
 """
 
 from __future__ import annotations
@@ -99,7 +104,8 @@ LABELS = {"course": "course", "course fast": "course fast",
           "transformers": "transformers generate", "ct2 float32": "CTranslate2 float32",
           "ct2 int8": "CTranslate2 int8"}  # the engines' names in the rows
 
-Decode = Callable[[list[list[int]], int], list[list[int]]]  # (batch of id lists, beam) -> ids
+# (batch of id lists, beam) -> (ids, seconds the engine took by the benchmark's clock)
+Decode = Callable[[list[list[int]], int], tuple[list[list[int]], float]]
 
 
 def _batches(sources: Sequence[Sequence[int]]) -> list[list[int]]:
@@ -116,16 +122,27 @@ def _strip(row: list[int]) -> list[int]:
     return [t for t in row if t != PAD]
 
 
-def _engines(checkpoint: Path, folder: Path, threads: int) -> dict[str, Decode]:
-    """Each engine of :data:`ENGINES` as ``decode(batch of id lists, beam) -> id lists``, on
-    the same weights."""
+def _timed(decode: Callable[[list[list[int]], int], list[list[int]]], clock: str) -> Decode:
+    """``decode`` timed around each call, here."""
+    now = CLOCKS[clock]
+
+    def timed(batch: list[list[int]], beam: int) -> tuple[list[list[int]], float]:
+        start = now()
+        ids = decode(batch, beam)
+        return ids, now() - start
+    return timed
+
+
+def _engines(checkpoint: Path, folder: Path, ct2: ctranslate.TranslatorProcess, clock: str
+             ) -> dict[str, Decode]:
+    """Each engine of :data:`ENGINES` as a :data:`Decode`, on the same weights: the course's
+    and ``generate`` timed here, CTranslate2's in ``ct2``'s process, timed there (the CPU
+    clock here would not see that process's work)."""
     trained = load_trained(checkpoint)
     max_len = trained.model_config.max_len
     with quiet_transformers():
         tokenizer = AutoTokenizer.from_pretrained(folder / "hf")
         hf = AutoModelForSeq2SeqLM.from_pretrained(folder / "hf").eval()
-    ct2 = {kind: ctranslate.load_translator(folder / "ct2", kind, threads)
-           for kind in ctranslate.COMPUTE_TYPES}
 
     def cap(batch: list[list[int]]) -> int:
         return min(max(len(s) for s in batch) + EXTRA, max_len - 1)
@@ -136,7 +153,7 @@ def _engines(checkpoint: Path, folder: Path, threads: int) -> dict[str, Decode]:
             strategy = (Greedy(fast=True, compiled=compiled) if fast
                         else Beam(beam_size=beam, alpha=ALPHA))
             return translate_ids(model, batch, strategy, max_len_a=0.0, max_len_b=cap(batch))
-        return decode
+        return _timed(decode, clock)
 
     @torch.no_grad()
     def transformers_generate(batch: list[list[int]], beam: int) -> list[list[int]]:
@@ -147,36 +164,35 @@ def _engines(checkpoint: Path, folder: Path, threads: int) -> dict[str, Decode]:
         return [_strip(row) for row in out.tolist()]
 
     def ct2_engine(kind: str) -> Decode:
-        return lambda batch, beam: ctranslate.translate_ids(
-            ct2[kind], tokenizer, batch, beam_size=beam, alpha=ALPHA, max_len=cap(batch) + 1)
+        def decode(batch: list[list[int]], beam: int) -> tuple[list[list[int]], float]:
+            ids = ct2.translate_ids(kind, batch, beam_size=beam, alpha=ALPHA,
+                                    max_len=cap(batch) + 1)
+            return ids, ct2.seconds[clock]
+        return decode
 
     return {"course": course(trained.model), "course fast": course(trained.model, fast=True),
             "course compiled": course(trained.model, fast=True, compiled=True),
             "course int8": course(quantize_for_decoding(trained.model)),
-            "transformers": transformers_generate,
+            "transformers": _timed(transformers_generate, clock),
             "ct2 float32": ct2_engine("float32"), "ct2 int8": ct2_engine("int8")}
 
 
-def _decode_all(engines: dict[str, Decode], sources: list[list[int]], beam: int, clock: str
+def _decode_all(engines: dict[str, Decode], sources: list[list[int]], beam: int
                 ) -> tuple[dict[str, float], dict[str, float], dict[str, list[list[int]]]]:
-    """Every engine over every batch, timed batch by batch in rotating order, after a
-    warmup batch each: (seconds, warmup seconds, outputs) per engine."""
-    now = CLOCKS[clock]
+    """Every engine over every batch, batch by batch in rotating order, after a warmup batch
+    each: (seconds, warmup seconds, outputs) per engine."""
     batches = _batches(sources)
     names = list(engines)
     warmup = {}
     for name in names:  # warmup: one batch, apart (compiling, for the compiled engine)
-        start = now()
-        engines[name]([sources[i] for i in batches[0]], beam)
-        warmup[name] = now() - start
+        _, warmup[name] = engines[name]([sources[i] for i in batches[0]], beam)
     seconds = dict.fromkeys(names, 0.0)
     outputs: dict[str, list[list[int]]] = {name: [[] for _ in sources] for name in names}
     for b, batch in enumerate(batches):
         ids = [sources[i] for i in batch]
         for name in names[b % len(names):] + names[:b % len(names)]:
-            start = now()
-            hyps = engines[name](ids, beam)
-            seconds[name] += now() - start
+            hyps, spent = engines[name](ids, beam)
+            seconds[name] += spent
             for i, hyp in zip(batch, hyps, strict=True):
                 outputs[name][i] = hyp
     return seconds, warmup, outputs
@@ -222,15 +238,36 @@ def measure_engines(limit: int | None = DEFAULT_LIMIT, threads: int = 2, clock: 
         sources = encode_sources(trained.tokenizer, [s for s, _ in pairs],
                                  trained.model_config.max_len)
         references = [t for _, t in pairs]
-        engines, results = _engines(checkpoint, Path(tmp), threads), {}
-        for search, (beam, names) in SEARCHES.items():
-            seconds, warmup, outputs = _decode_all({name: engines[name] for name in names},
-                                                   sources, beam, clock)
-            results[search] = {name: _summary(name, seconds[name], warmup[name], outputs,
-                                              trained.tokenizer.decode, references)
-                               for name in names}
+        with ctranslate.TranslatorProcess(Path(tmp) / "ct2", Path(tmp) / "hf",
+                                          threads=threads) as ct2:
+            engines, results = _engines(checkpoint, Path(tmp), ct2, clock), {}
+            for search, (beam, names) in SEARCHES.items():
+                seconds, warmup, outputs = _decode_all({name: engines[name] for name in names},
+                                                       sources, beam)
+                results[search] = {name: _summary(name, seconds[name], warmup[name], outputs,
+                                                  trained.tokenizer.decode, references)
+                                   for name in names}
+        # Last: it leaves CTranslate2's runtime in this process.
+        results["interference"] = _interference(engines["course fast"], sources, Path(tmp),
+                                                threads)
     return {"checkpoint": str(checkpoint), "sentences": len(pairs), "threads": threads,
             "clock": clock, "batch": BATCH, "alpha": ALPHA, "cpu": cpu_name(), **results}
+
+
+def _interference(decode: Decode, sources: list[list[int]], folder: Path, threads: int
+                  ) -> dict[str, float]:
+    """Why CTranslate2 runs apart: ``decode`` (the course's greedy fast path) over every
+    batch, then again after CTranslate2 float32 has translated one batch in this process:
+    the seconds ``before`` and ``after``."""
+    def total() -> float:
+        return sum(decode([sources[i] for i in batch], 1)[1] for batch in _batches(sources))
+
+    before = total()
+    with quiet_transformers():
+        tokenizer = AutoTokenizer.from_pretrained(folder / "hf")
+    here = ctranslate.load_translator(folder / "ct2", "float32", threads)
+    ctranslate.translate_ids(here, tokenizer, [sources[i] for i in _batches(sources)[0]])
+    return {"before": before, "after": total()}
 
 
 def _row(measured: dict[str, Any], search: str, ours: str, reference: str, goal: float
@@ -258,6 +295,14 @@ def rows(measured: dict[str, Any]) -> list[dict]:
                 for name in engines if name != "course"]
         out += [_row(measured, search, ours, reference, goal)
                 for ours, reference, goal in VERSUS if ours in engines]
+    if "interference" in measured:
+        seconds = measured["interference"]
+        out.append({"name": f"val greedy, course fast after CTranslate2 ran in its process vs "
+                            f"before, {measured['sentences']} sentences, "
+                            f"{measured['threads']} threads",
+                    "unit": "s", "ours": seconds["after"], "reference": seconds["before"],
+                    "ratio": seconds["before"] / seconds["after"], "goal": 0.0,
+                    "cpu": measured["cpu"]})
     return out
 
 

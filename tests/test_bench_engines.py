@@ -89,6 +89,15 @@ def test_every_engine_against_the_course_then_each_course_engine_against_its_pee
     assert by_pair[(greedy, "course fast vs transformers generate")]["ratio"] == 20.0 / 8.0
 
 
+def test_the_interference_row_compares_the_fast_path_after_ctranslate2_with_before():
+    measured = {**_measured(), "interference": {"before": 3.0, "after": 6.0}}
+    row = bench.rows(measured)[-1]
+    assert bench.rows(measured)[:-1] == bench.rows(_measured())
+    assert row["name"] == ("val greedy, course fast after CTranslate2 ran in its process vs "
+                           "before, 10 sentences, 2 threads")
+    assert (row["ours"], row["reference"], row["ratio"], row["goal"]) == (6.0, 3.0, 0.5, 0.0)
+
+
 def test_the_table_shows_every_engine_and_the_goals():
     text = bench.format_table(_measured())
     engines = [line.split("  ")[0].strip() for line in text.splitlines()[2:]
