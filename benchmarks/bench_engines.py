@@ -14,11 +14,11 @@ engine decodes the same length-sorted batches of ``BATCH`` val sentences with be
 (``generate`` and CTranslate2 take one limit per batch, so the course gets it too), on
 ``--threads`` intra-op threads (2 by default: the course machine's cores). The batches are
 timed in turn, the engines' order rotating from batch to batch, so that a change in the
-machine's load falls on all of them alike (CTranslate2 in a process of its own,
-:class:`~transformer_book.interop.ctranslate.TranslatorProcess`, timed there: run in this
-one, its OpenMP runtime slows PyTorch's, and the last row measures by how much); each
-engine first decodes one batch untimed (its seconds are recorded as ``warmup_seconds``:
-for ``course compiled``, mostly compiling).
+machine's load falls on all of them alike; each engine first decodes one batch untimed
+(its seconds are recorded as ``warmup_seconds``: for ``course compiled``, mostly
+compiling). CTranslate2 runs in the same process, with an OpenMP runtime of its own beside
+PyTorch's; before anything else, the course's greedy fast path decodes the split once, then
+again after CTranslate2 has translated one batch, and the last row compares the two.
 
 The course's engines (:data:`COURSE`) all decode with ``translate_ids``, as the CLI does:
 
@@ -53,9 +53,9 @@ others, which measure the gap (CTranslate2, see chapter 11) or the gain (``cours
 :data:`VERSUS`, a course engine as ours against its production counterpart: ``course int8``
 against CTranslate2 int8 (goal 0.8, beam 4 and greedy), ``course fast`` and ``course
 compiled`` greedy against ``generate`` (goal 1.0), and ``course compiled`` against
-CTranslate2 float32 (no goal: the gap that compiling leaves). Last, measured after
-everything else: ``course fast`` greedy over the split after CTranslate2 float32 has
-translated one batch in this process, against the same before it (below 1: slowed down).
+CTranslate2 float32 (no goal: the gap that compiling leaves). Last, measured first:
+``course fast`` greedy over the split after CTranslate2 float32 has translated one batch in
+this process, against the same before it (below 1: slower after).
 """
 
 from __future__ import annotations
@@ -133,16 +133,15 @@ def _timed(decode: Callable[[list[list[int]], int], list[list[int]]], clock: str
     return timed
 
 
-def _engines(checkpoint: Path, folder: Path, ct2: ctranslate.TranslatorProcess, clock: str
-             ) -> dict[str, Decode]:
-    """Each engine of :data:`ENGINES` as a :data:`Decode`, on the same weights: the course's
-    and ``generate`` timed here, CTranslate2's in ``ct2``'s process, timed there (the CPU
-    clock here would not see that process's work)."""
+def _engines(checkpoint: Path, folder: Path, threads: int, clock: str) -> dict[str, Decode]:
+    """Each engine of :data:`ENGINES` as a :data:`Decode`, on the same weights."""
     trained = load_trained(checkpoint)
     max_len = trained.model_config.max_len
     with quiet_transformers():
         tokenizer = AutoTokenizer.from_pretrained(folder / "hf")
         hf = AutoModelForSeq2SeqLM.from_pretrained(folder / "hf").eval()
+    ct2 = {kind: ctranslate.load_translator(folder / "ct2", kind, threads)
+           for kind in ctranslate.COMPUTE_TYPES}
 
     def cap(batch: list[list[int]]) -> int:
         return min(max(len(s) for s in batch) + EXTRA, max_len - 1)
@@ -164,11 +163,9 @@ def _engines(checkpoint: Path, folder: Path, ct2: ctranslate.TranslatorProcess, 
         return [_strip(row) for row in out.tolist()]
 
     def ct2_engine(kind: str) -> Decode:
-        def decode(batch: list[list[int]], beam: int) -> tuple[list[list[int]], float]:
-            ids = ct2.translate_ids(kind, batch, beam_size=beam, alpha=ALPHA,
-                                    max_len=cap(batch) + 1)
-            return ids, ct2.seconds[clock]
-        return decode
+        return _timed(lambda batch, beam: ctranslate.translate_ids(
+            ct2[kind], tokenizer, batch, beam_size=beam, alpha=ALPHA, max_len=cap(batch) + 1),
+            clock)
 
     return {"course": course(trained.model), "course fast": course(trained.model, fast=True),
             "course compiled": course(trained.model, fast=True, compiled=True),
@@ -238,35 +235,29 @@ def measure_engines(limit: int | None = DEFAULT_LIMIT, threads: int = 2, clock: 
         sources = encode_sources(trained.tokenizer, [s for s, _ in pairs],
                                  trained.model_config.max_len)
         references = [t for _, t in pairs]
-        with ctranslate.TranslatorProcess(Path(tmp) / "ct2", Path(tmp) / "hf",
-                                          threads=threads) as ct2:
-            engines, results = _engines(checkpoint, Path(tmp), ct2, clock), {}
-            for search, (beam, names) in SEARCHES.items():
-                seconds, warmup, outputs = _decode_all({name: engines[name] for name in names},
-                                                       sources, beam)
-                results[search] = {name: _summary(name, seconds[name], warmup[name], outputs,
-                                                  trained.tokenizer.decode, references)
-                                   for name in names}
-        # Last: it leaves CTranslate2's runtime in this process.
-        results["interference"] = _interference(engines["course fast"], sources, Path(tmp),
-                                                threads)
+        engines = _engines(checkpoint, Path(tmp), threads, clock)
+        # First, before CTranslate2 has run here.
+        results = {"interference": _interference(engines, sources)}
+        for search, (beam, names) in SEARCHES.items():
+            seconds, warmup, outputs = _decode_all({name: engines[name] for name in names},
+                                                   sources, beam)
+            results[search] = {name: _summary(name, seconds[name], warmup[name], outputs,
+                                              trained.tokenizer.decode, references)
+                               for name in names}
     return {"checkpoint": str(checkpoint), "sentences": len(pairs), "threads": threads,
             "clock": clock, "batch": BATCH, "alpha": ALPHA, "cpu": cpu_name(), **results}
 
 
-def _interference(decode: Decode, sources: list[list[int]], folder: Path, threads: int
-                  ) -> dict[str, float]:
-    """Why CTranslate2 runs apart: ``decode`` (the course's greedy fast path) over every
-    batch, then again after CTranslate2 float32 has translated one batch in this process:
-    the seconds ``before`` and ``after``."""
+def _interference(engines: dict[str, Decode], sources: list[list[int]]) -> dict[str, float]:
+    """The course's greedy fast path over every batch, then again after CTranslate2 float32
+    has translated one batch in this process (its first run here): the seconds ``before``
+    and ``after``."""
     def total() -> float:
-        return sum(decode([sources[i] for i in batch], 1)[1] for batch in _batches(sources))
+        return sum(engines["course fast"]([sources[i] for i in batch], 1)[1]
+                   for batch in _batches(sources))
 
     before = total()
-    with quiet_transformers():
-        tokenizer = AutoTokenizer.from_pretrained(folder / "hf")
-    here = ctranslate.load_translator(folder / "ct2", "float32", threads)
-    ctranslate.translate_ids(here, tokenizer, [sources[i] for i in _batches(sources)[0]])
+    engines["ct2 float32"]([sources[i] for i in _batches(sources)[0]], 1)
     return {"before": before, "after": total()}
 
 

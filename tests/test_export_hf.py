@@ -222,15 +222,6 @@ def test_ctranslate2_greedy_search_matches_the_course(corpus, fitted, exported, 
     course = greedy_decode(load_trained(fitted).model, pad_sequences(sources, 0),
                            max_len_a=0.0, max_len_b=LIMIT)
     assert ctranslate.translate_ids(translator, hf_tokenizer, sources, max_len=64) == course
-    with ctranslate.TranslatorProcess(converted, exported[0], ("float32",)) as apart:
-        assert apart.translate_ids("float32", sources, max_len=64) == course  # in its process
-        assert apart.seconds["wall"] > 0 and apart.seconds["cpu"] > 0
-        with pytest.raises(BookError, match="compute_type: expected one of"):
-            apart.translate_ids("int8", sources)  # not loaded there: its error, raised here
-        assert apart.translate_ids("float32", sources[:2], max_len=64) == course[:2]
-    assert not apart._process.is_alive()
-    with pytest.raises(BookError, match="compute_types: expected one of"):
-        ctranslate.TranslatorProcess(converted, exported[0], ("int4",))
 
 
 # ----------------------------------------------------------------------------- the command
