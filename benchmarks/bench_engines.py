@@ -16,9 +16,11 @@ engine decodes the same length-sorted batches of ``BATCH`` val sentences with be
 timed in turn, the engines' order rotating from batch to batch, so that a change in the
 machine's load falls on all of them alike; each engine first decodes one batch untimed
 (its seconds are recorded as ``warmup_seconds``: for ``course compiled``, mostly
-compiling). CTranslate2 runs in the same process, with an OpenMP runtime of its own beside
-PyTorch's; before anything else, the course's greedy fast path decodes the split once, then
-again after CTranslate2 has translated one batch, and the last row compares the two.
+compiling). Each CTranslate2 engine decodes in a process of its own
+(:class:`~transformer_book.interop.ctranslate.TranslatorProcess`, timed there): each
+multi-threaded OpenMP user keeps a team of threads alive, and with more of them than cores
+in one process, small operations slow down (the last row measures PyTorch's after
+CTranslate2 has run beside it).
 
 The course's engines (:data:`COURSE`) all decode with ``translate_ids``, as the CLI does:
 
@@ -53,14 +55,15 @@ others, which measure the gap (CTranslate2, see chapter 11) or the gain (``cours
 :data:`VERSUS`, a course engine as ours against its production counterpart: ``course int8``
 against CTranslate2 int8 (goal 0.8, beam 4 and greedy), ``course fast`` and ``course
 compiled`` greedy against ``generate`` (goal 1.0), and ``course compiled`` against
-CTranslate2 float32 (no goal: the gap that compiling leaves). Last, measured first:
-``course fast`` greedy over the split after CTranslate2 float32 has translated one batch in
-this process, against the same before it (below 1: slower after).
+CTranslate2 float32 (no goal: the gap that compiling leaves). Last, measured after
+everything else: ``course fast`` greedy over the split after CTranslate2 float32 has
+translated one batch in this process, against the same before it (below 1: slowed down).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 import tempfile
 import time
@@ -133,15 +136,16 @@ def _timed(decode: Callable[[list[list[int]], int], list[list[int]]], clock: str
     return timed
 
 
-def _engines(checkpoint: Path, folder: Path, threads: int, clock: str) -> dict[str, Decode]:
-    """Each engine of :data:`ENGINES` as a :data:`Decode`, on the same weights."""
+def _engines(checkpoint: Path, folder: Path, ct2: dict[str, ctranslate.TranslatorProcess],
+             clock: str) -> dict[str, Decode]:
+    """Each engine of :data:`ENGINES` as a :data:`Decode`, on the same weights: the course's
+    and ``generate`` timed here, CTranslate2's in the processes of ``ct2`` (by compute
+    type), timed there (the CPU clock here would not see their work)."""
     trained = load_trained(checkpoint)
     max_len = trained.model_config.max_len
     with quiet_transformers():
         tokenizer = AutoTokenizer.from_pretrained(folder / "hf")
         hf = AutoModelForSeq2SeqLM.from_pretrained(folder / "hf").eval()
-    ct2 = {kind: ctranslate.load_translator(folder / "ct2", kind, threads)
-           for kind in ctranslate.COMPUTE_TYPES}
 
     def cap(batch: list[list[int]]) -> int:
         return min(max(len(s) for s in batch) + EXTRA, max_len - 1)
@@ -163,9 +167,11 @@ def _engines(checkpoint: Path, folder: Path, threads: int, clock: str) -> dict[s
         return [_strip(row) for row in out.tolist()]
 
     def ct2_engine(kind: str) -> Decode:
-        return _timed(lambda batch, beam: ctranslate.translate_ids(
-            ct2[kind], tokenizer, batch, beam_size=beam, alpha=ALPHA, max_len=cap(batch) + 1),
-            clock)
+        def decode(batch: list[list[int]], beam: int) -> tuple[list[list[int]], float]:
+            ids = ct2[kind].translate_ids(batch, beam_size=beam, alpha=ALPHA,
+                                          max_len=cap(batch) + 1)
+            return ids, ct2[kind].seconds[clock]
+        return decode
 
     return {"course": course(trained.model), "course fast": course(trained.model, fast=True),
             "course compiled": course(trained.model, fast=True, compiled=True),
@@ -235,29 +241,37 @@ def measure_engines(limit: int | None = DEFAULT_LIMIT, threads: int = 2, clock: 
         sources = encode_sources(trained.tokenizer, [s for s, _ in pairs],
                                  trained.model_config.max_len)
         references = [t for _, t in pairs]
-        engines = _engines(checkpoint, Path(tmp), threads, clock)
-        # First, before CTranslate2 has run here.
-        results = {"interference": _interference(engines, sources)}
-        for search, (beam, names) in SEARCHES.items():
-            seconds, warmup, outputs = _decode_all({name: engines[name] for name in names},
-                                                   sources, beam)
-            results[search] = {name: _summary(name, seconds[name], warmup[name], outputs,
-                                              trained.tokenizer.decode, references)
-                               for name in names}
+        with contextlib.ExitStack() as stack:
+            ct2 = {kind: stack.enter_context(ctranslate.TranslatorProcess(
+                       Path(tmp) / "ct2", Path(tmp) / "hf", kind, threads))
+                   for kind in ctranslate.COMPUTE_TYPES}
+            engines, results = _engines(checkpoint, Path(tmp), ct2, clock), {}
+            for search, (beam, names) in SEARCHES.items():
+                seconds, warmup, outputs = _decode_all({name: engines[name] for name in names},
+                                                       sources, beam)
+                results[search] = {name: _summary(name, seconds[name], warmup[name], outputs,
+                                                  trained.tokenizer.decode, references)
+                                   for name in names}
+        # Last: it leaves CTranslate2's runtime in this process.
+        results["interference"] = _interference(engines["course fast"], sources, Path(tmp),
+                                                threads)
     return {"checkpoint": str(checkpoint), "sentences": len(pairs), "threads": threads,
             "clock": clock, "batch": BATCH, "alpha": ALPHA, "cpu": cpu_name(), **results}
 
 
-def _interference(engines: dict[str, Decode], sources: list[list[int]]) -> dict[str, float]:
-    """The course's greedy fast path over every batch, then again after CTranslate2 float32
-    has translated one batch in this process (its first run here): the seconds ``before``
-    and ``after``."""
+def _interference(decode: Decode, sources: list[list[int]], folder: Path, threads: int
+                  ) -> dict[str, float]:
+    """Why CTranslate2 runs apart: ``decode`` (the course's greedy fast path) over every
+    batch, then again after CTranslate2 float32 has translated one batch in this process
+    (left there: measured last): the seconds ``before`` and ``after``."""
     def total() -> float:
-        return sum(engines["course fast"]([sources[i] for i in batch], 1)[1]
-                   for batch in _batches(sources))
+        return sum(decode([sources[i] for i in batch], 1)[1] for batch in _batches(sources))
 
     before = total()
-    engines["ct2 float32"]([sources[i] for i in _batches(sources)[0]], 1)
+    with quiet_transformers():
+        tokenizer = AutoTokenizer.from_pretrained(folder / "hf")
+    here = ctranslate.load_translator(folder / "ct2", "float32", threads)
+    ctranslate.translate_ids(here, tokenizer, [sources[i] for i in _batches(sources)[0]])
     return {"before": before, "after": total()}
 
 

@@ -222,6 +222,17 @@ def test_ctranslate2_greedy_search_matches_the_course(corpus, fitted, exported, 
     course = greedy_decode(load_trained(fitted).model, pad_sequences(sources, 0),
                            max_len_a=0.0, max_len_b=LIMIT)
     assert ctranslate.translate_ids(translator, hf_tokenizer, sources, max_len=64) == course
+    with ctranslate.TranslatorProcess(converted, exported[0], "float32") as apart:
+        assert apart.translate_ids(sources, max_len=64) == course  # in its own process
+        assert apart.seconds["wall"] > 0 and apart.seconds["cpu"] > 0
+        with pytest.raises(BookError, match="beam_size: expected"):
+            apart.translate_ids(sources, beam_size=0)  # its error there, raised here
+        assert apart.translate_ids(sources[:2], max_len=64) == course[:2]
+    assert not apart._process.is_alive()
+    with pytest.raises(BookError, match="compute_type: expected one of"):
+        ctranslate.TranslatorProcess(converted, exported[0], "int4")
+    with pytest.raises(OSError):  # the tokenizer is read there: its error, raised here
+        ctranslate.TranslatorProcess(converted, tmp_path / "missing", "float32")
 
 
 # ----------------------------------------------------------------------------- the command

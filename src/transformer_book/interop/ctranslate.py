@@ -18,13 +18,24 @@ projection), every vocabulary row kept, the decoder started from ``<bos>``'s emb
 CTranslate2's length penalty (scores divided by ``length^α``, not Wu et al.'s
 ``((5 + |Y|) / 6)^α``), at most ``max_len - 1`` tokens, ``<eos>`` allowed from the first
 step (the course's greedy search allows it too); with ``beam_size=1`` it is greedy search.
+
+:class:`TranslatorProcess` runs one translator in a process of its own. Each multi-threaded
+OpenMP user (PyTorch, each ``Translator``) keeps a team of threads alive; with more of them
+in one process than the machine has cores, small operations slow down, PyTorch's for good
+once CTranslate2 has run beside it (``benchmarks/bench_engines.py``'s last row measures
+it). A benchmark that times both gives each its own process.
 """
 
 from __future__ import annotations
 
 import contextlib
+import multiprocessing
+import time
 from collections.abc import Iterator, Sequence
+from multiprocessing.connection import Connection
 from pathlib import Path
+from types import TracebackType
+from typing import Any
 
 import ctranslate2
 from ctranslate2.converters import transformers as ct2_transformers
@@ -33,7 +44,8 @@ from transformers import AutoTokenizer
 from transformer_book.interop.hf_export import quiet_transformers
 from transformer_book.util.validation import require, require_one_of, require_positive_int
 
-__all__ = ["COMPUTE_TYPES", "convert", "load_translator", "translate_ids"]
+__all__ = ["COMPUTE_TYPES", "TranslatorProcess", "convert", "load_translator",
+           "translate_ids"]
 
 #: The weight types compared in the benchmark: float32, and int8 weights with int8 GEMMs.
 COMPUTE_TYPES = ("float32", "int8")
@@ -110,3 +122,82 @@ def translate_ids(translator: ctranslate2.Translator, tokenizer: AutoTokenizer,
         tokens, beam_size=beam_size, length_penalty=alpha, max_decoding_length=max_len - 1,
         min_decoding_length=0, max_input_length=0, max_batch_size=0)
     return [tokenizer.convert_tokens_to_ids(r.hypotheses[0]) for r in results]
+
+
+class TranslatorProcess:
+    """A converted folder's translator (:func:`load_translator`) in a process of its own,
+    started with ``spawn``: :meth:`translate_ids` is :func:`translate_ids` run there, with
+    the exported folder ``tokenizer``'s tokenizer, and ``seconds`` holds the ``"wall"`` and
+    ``"cpu"`` seconds it took there (the CPU clock of this process does not count that
+    one's work). A context manager; the process ends with the block (or :meth:`close`). An
+    error there is raised here."""
+
+    def __init__(self, converted: str | Path, tokenizer: str | Path,
+                 compute_type: str = "float32", threads: int = 1) -> None:
+        require_one_of(compute_type, "compute_type", COMPUTE_TYPES)
+        require_positive_int(threads, "threads")
+        context = multiprocessing.get_context("spawn")
+        self._conn, theirs = context.Pipe()
+        self._process = context.Process(
+            target=_serve, args=(theirs, str(converted), str(tokenizer), compute_type, threads),
+            daemon=True)
+        self._process.start()
+        theirs.close()
+        self.seconds = {"wall": 0.0, "cpu": 0.0}
+        self._answer()  # loaded, or the error that stopped it
+
+    def translate_ids(self, sources: Sequence[Sequence[int]], *, beam_size: int = 1,
+                      alpha: float = 0.0, max_len: int = 128) -> list[list[int]]:
+        """:func:`translate_ids`, in the process."""
+        self._conn.send(([list(ids) for ids in sources],
+                         {"beam_size": beam_size, "alpha": alpha, "max_len": max_len}))
+        ids, self.seconds = self._answer()
+        return ids
+
+    def _answer(self) -> Any:
+        try:
+            kind, value = self._conn.recv()
+        except EOFError:  # the process ended without answering (killed, or crashed)
+            self._process.join()
+            raise RuntimeError("the CTranslate2 process ended with exit code "
+                               f"{self._process.exitcode} before answering") from None
+        if kind == "error":
+            raise value
+        return value
+
+    def close(self) -> None:
+        """End the process (it finishes the translation it is running first)."""
+        if self._process.is_alive():
+            self._conn.send(None)
+            self._process.join()
+        self._conn.close()
+
+    def __enter__(self) -> TranslatorProcess:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
+                 trace: TracebackType | None) -> None:
+        self.close()
+
+
+def _serve(conn: Connection, converted: str, tokenizer: str, compute_type: str,
+           threads: int) -> None:
+    """:class:`TranslatorProcess`'s side: load, answer ``("ok", ...)`` or ``("error", e)``
+    to each request until ``None``."""
+    try:
+        with quiet_transformers():
+            hf_tokenizer = AutoTokenizer.from_pretrained(tokenizer)
+        translator = load_translator(converted, compute_type, threads)
+        conn.send(("ok", None))
+    except Exception as error:  # reported to the caller, which raises it
+        conn.send(("error", error))
+        return
+    while (request := conn.recv()) is not None:
+        sources, settings = request
+        try:
+            wall, cpu = time.perf_counter(), time.process_time()
+            ids = translate_ids(translator, hf_tokenizer, sources, **settings)
+            conn.send(("ok", (ids, {"wall": time.perf_counter() - wall,
+                                    "cpu": time.process_time() - cpu})))
+        except Exception as error:
+            conn.send(("error", error))
