@@ -12,7 +12,9 @@ and converted for CTranslate2 (:func:`~transformer_book.interop.ctranslate.conve
 engine decodes the same length-sorted batches of ``BATCH`` val sentences with beam 4 and
 α = 0.6, and at most ``|x| + 50`` tokens (Section 6.1) for the batch's longest source ``x``
 (``generate`` and CTranslate2 take one limit per batch, so the course gets it too), on
-``--threads`` intra-op threads (2 by default: the course machine's cores). The batches are
+``--threads`` intra-op threads (2 by default: the course machine's cores; CTranslate2 on 1
+or that many, whichever decodes the first batch faster, :func:`_translators`; the record
+keeps both timings as ``ct2_trials``). The batches are
 timed in turn, the engines' order rotating from batch to batch, so that a change in the
 machine's load falls on all of them alike; each engine first decodes one batch untimed
 (its seconds are recorded as ``warmup_seconds``: for ``course compiled``, mostly
@@ -242,9 +244,10 @@ def measure_engines(limit: int | None = DEFAULT_LIMIT, threads: int = 2, clock: 
                                  trained.model_config.max_len)
         references = [t for _, t in pairs]
         with contextlib.ExitStack() as stack:
-            ct2 = {kind: stack.enter_context(ctranslate.TranslatorProcess(
-                       Path(tmp) / "ct2", Path(tmp) / "hf", kind, threads))
-                   for kind in ctranslate.COMPUTE_TYPES}
+            ct2, ct2_trials = _translators(stack, Path(tmp), threads,
+                                           [sources[i] for i in _batches(sources)[0]])
+            ct2_threads = {kind: min(trial, key=trial.__getitem__)
+                           for kind, trial in ct2_trials.items()}
             engines, results = _engines(checkpoint, Path(tmp), ct2, clock), {}
             for search, (beam, names) in SEARCHES.items():
                 seconds, warmup, outputs = _decode_all({name: engines[name] for name in names},
@@ -256,7 +259,33 @@ def measure_engines(limit: int | None = DEFAULT_LIMIT, threads: int = 2, clock: 
         results["interference"] = _interference(engines["course fast"], sources, Path(tmp),
                                                 threads)
     return {"checkpoint": str(checkpoint), "sentences": len(pairs), "threads": threads,
-            "clock": clock, "batch": BATCH, "alpha": ALPHA, "cpu": cpu_name(), **results}
+            "ct2_threads": ct2_threads, "ct2_trials": ct2_trials, "clock": clock, "batch": BATCH, "alpha": ALPHA,
+            "cpu": cpu_name(), **results}
+
+
+def _translators(stack: contextlib.ExitStack, folder: Path, threads: int,
+                 batch: list[list[int]]) -> tuple[dict[str, ctranslate.TranslatorProcess],
+                                                  dict[str, dict[int, float]]]:
+    """Per compute type, CTranslate2 in a process of its own (closed with ``stack``) on the
+    thread count, 1 or ``threads``, that decodes ``batch`` faster (greedy search, the best of
+    two runs): the peer at its best on this machine, not ours. Returns the processes and,
+    per compute type, the seconds of each thread count."""
+    chosen, trials = {}, {}
+    for kind in ctranslate.COMPUTE_TYPES:
+        processes, trials[kind] = {}, {}
+        for count in sorted({1, threads}):
+            processes[count] = stack.enter_context(ctranslate.TranslatorProcess(
+                folder / "ct2", folder / "hf", kind, count))
+            seconds = []
+            for _ in range(2):
+                processes[count].translate_ids(batch, max_len=max(map(len, batch)) + EXTRA + 1)
+                seconds.append(processes[count].seconds["wall"])
+            trials[kind][count] = min(seconds)
+        best = min(trials[kind], key=trials[kind].__getitem__)
+        chosen[kind] = processes.pop(best)
+        for process in processes.values():
+            process.close()
+    return chosen, trials
 
 
 def _interference(decode: Decode, sources: list[list[int]], folder: Path, threads: int
@@ -278,14 +307,18 @@ def _interference(decode: Decode, sources: list[list[int]], folder: Path, thread
 def _row(measured: dict[str, Any], search: str, ours: str, reference: str, goal: float
          ) -> dict[str, Any]:
     """Engine ``ours`` against engine ``reference`` in ``search``: ``ratio`` = reference
-    seconds / ours, with both BLEU, the sentences they translate alike and ours' warmup."""
+    seconds / ours, with both BLEU, the sentences they translate alike, ours' warmup and
+    the reference's threads (CTranslate2's chosen count, :func:`_translators`)."""
     mine, other = measured[search][ours], measured[search][reference]
+    ct2_threads = measured.get("ct2_threads", {})
     label = f"beam {BEAM}" if search == "beam" else "greedy"
     return {"name": f"val {label}, {LABELS[ours]} vs {LABELS[reference]}, "
                     f"{measured['sentences']} sentences, {measured['threads']} threads",
             "unit": "s", "ours": mine["seconds"], "reference": other["seconds"],
             "ratio": other["seconds"] / mine["seconds"], "goal": goal,
             "warmup_ours": mine["warmup_seconds"],
+            "threads_reference": ct2_threads.get(reference.removeprefix("ct2 "),
+                                                 measured["threads"]),
             "bleu_ours": mine["bleu"], "bleu_reference": other["bleu"],
             "same_translations": other["same_as"][ours], "cpu": measured["cpu"]}
 
@@ -314,8 +347,10 @@ def rows(measured: dict[str, Any]) -> list[dict]:
 def format_table(measured: dict[str, Any]) -> str:
     """The engines side by side (seconds, speed against the course, BLEU, sentences
     translated as the course does), then the rows that have a goal."""
-    lines = [f"{measured['sentences']} val sentences, {measured['threads']} threads, "
-             f"{measured['cpu']}",
+    ct2_threads = ", ".join(f"{kind} {count}" for kind, count in
+                            measured.get("ct2_threads", {}).items())
+    lines = [f"{measured['sentences']} val sentences, {measured['threads']} threads "
+             f"(CTranslate2: {ct2_threads or 'the same'}), {measured['cpu']}",
              f"{'engine':<16} {'search':<7} {'seconds':>8} {'course/x':>9} {'BLEU':>6} "
              f"{'= course':>9} {'warmup s':>9}"]
     for search in SEARCHES:

@@ -41,7 +41,8 @@ def _measured() -> dict:
                 "warmup_seconds": SECONDS[name] + 60,
                 "same_as": {c: 100 * (bench.COURSE.index(c) + 1) + len(name) for c in courses}}
 
-    measured = {"sentences": 10, "threads": 2, "cpu": "a CPU"}
+    measured = {"sentences": 10, "threads": 2, "cpu": "a CPU",
+                "ct2_threads": {"float32": 2, "int8": 1}}
     for search, (_, names) in bench.SEARCHES.items():
         courses = tuple(c for c in bench.COURSE if c in names)
         measured[search] = {name: engine(name, courses) for name in names}
@@ -78,6 +79,7 @@ def test_every_engine_against_the_course_then_each_course_engine_against_its_pee
         assert row["ratio"] == SECONDS[reference] / SECONDS[ours]  # > 1: ours is faster
         assert row["bleu_ours"] == SECONDS[ours] + 0.5
         assert row["warmup_ours"] == SECONDS[ours] + 60
+        assert row["threads_reference"] == (1 if reference == "ct2 int8" else 2)
         assert row["bleu_reference"] == SECONDS[reference] + 0.5
         assert row["same_translations"] == 100 * (bench.COURSE.index(ours) + 1) + len(reference)
     goals = {pair: row["goal"] for (_, pair), row in by_pair.items() if row["goal"]}
@@ -100,6 +102,7 @@ def test_the_interference_row_compares_the_fast_path_after_ctranslate2_with_befo
 
 def test_the_table_shows_every_engine_and_the_goals():
     text = bench.format_table(_measured())
+    assert text.startswith("10 val sentences, 2 threads (CTranslate2: float32 2, int8 1), a CPU")
     engines = [line.split("  ")[0].strip() for line in text.splitlines()[2:]
                if not line.startswith(("goals", "  "))]
     assert engines == [*bench.SEARCHES["beam"][1], *bench.SEARCHES["greedy"][1]]
