@@ -13,8 +13,8 @@ engine decodes the same length-sorted batches of ``BATCH`` val sentences with be
 α = 0.6, and at most ``|x| + 50`` tokens (Section 6.1) for the batch's longest source ``x``
 (``generate`` and CTranslate2 take one limit per batch, so the course gets it too), on
 ``--threads`` intra-op threads (2 by default: the course machine's cores; CTranslate2 on 1
-or that many, whichever decodes the first batch faster, :func:`_translators`; the record
-keeps both timings as ``ct2_trials``). The batches are
+or that many, whichever decodes the first batch faster, :func:`_translators`; its rows keep
+both timings, ``reference_thread_trials``). The batches are
 timed in turn, the engines' order rotating from batch to batch, so that a change in the
 machine's load falls on all of them alike; each engine first decodes one batch untimed
 (its seconds are recorded as ``warmup_seconds``: for ``course compiled``, mostly
@@ -259,8 +259,8 @@ def measure_engines(limit: int | None = DEFAULT_LIMIT, threads: int = 2, clock: 
         results["interference"] = _interference(engines["course fast"], sources, Path(tmp),
                                                 threads)
     return {"checkpoint": str(checkpoint), "sentences": len(pairs), "threads": threads,
-            "ct2_threads": ct2_threads, "ct2_trials": ct2_trials, "clock": clock, "batch": BATCH, "alpha": ALPHA,
-            "cpu": cpu_name(), **results}
+            "ct2_threads": ct2_threads, "ct2_trials": ct2_trials, "clock": clock,
+            "batch": BATCH, "alpha": ALPHA, "cpu": cpu_name(), **results}
 
 
 def _translators(stack: contextlib.ExitStack, folder: Path, threads: int,
@@ -310,15 +310,16 @@ def _row(measured: dict[str, Any], search: str, ours: str, reference: str, goal:
     seconds / ours, with both BLEU, the sentences they translate alike, ours' warmup and
     the reference's threads (CTranslate2's chosen count, :func:`_translators`)."""
     mine, other = measured[search][ours], measured[search][reference]
-    ct2_threads = measured.get("ct2_threads", {})
+    kind = reference.removeprefix("ct2 ")  # a compute type, for CTranslate2's engines
+    ct2_threads, ct2_trials = measured.get("ct2_threads", {}), measured.get("ct2_trials", {})
     label = f"beam {BEAM}" if search == "beam" else "greedy"
     return {"name": f"val {label}, {LABELS[ours]} vs {LABELS[reference]}, "
                     f"{measured['sentences']} sentences, {measured['threads']} threads",
             "unit": "s", "ours": mine["seconds"], "reference": other["seconds"],
             "ratio": other["seconds"] / mine["seconds"], "goal": goal,
             "warmup_ours": mine["warmup_seconds"],
-            "threads_reference": ct2_threads.get(reference.removeprefix("ct2 "),
-                                                 measured["threads"]),
+            "threads_reference": ct2_threads.get(kind, measured["threads"]),
+            "reference_thread_trials": ct2_trials.get(kind),
             "bleu_ours": mine["bleu"], "bleu_reference": other["bleu"],
             "same_translations": other["same_as"][ours], "cpu": measured["cpu"]}
 

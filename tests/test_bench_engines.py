@@ -42,7 +42,8 @@ def _measured() -> dict:
                 "same_as": {c: 100 * (bench.COURSE.index(c) + 1) + len(name) for c in courses}}
 
     measured = {"sentences": 10, "threads": 2, "cpu": "a CPU",
-                "ct2_threads": {"float32": 2, "int8": 1}}
+                "ct2_threads": {"float32": 2, "int8": 1},
+                "ct2_trials": {"float32": {1: 0.5, 2: 0.3}, "int8": {1: 0.2, 2: 0.9}}}
     for search, (_, names) in bench.SEARCHES.items():
         courses = tuple(c for c in bench.COURSE if c in names)
         measured[search] = {name: engine(name, courses) for name in names}
@@ -80,6 +81,8 @@ def test_every_engine_against_the_course_then_each_course_engine_against_its_pee
         assert row["bleu_ours"] == SECONDS[ours] + 0.5
         assert row["warmup_ours"] == SECONDS[ours] + 60
         assert row["threads_reference"] == (1 if reference == "ct2 int8" else 2)
+        assert row["reference_thread_trials"] == {"ct2 float32": {1: 0.5, 2: 0.3},
+                                                  "ct2 int8": {1: 0.2, 2: 0.9}}.get(reference)
         assert row["bleu_reference"] == SECONDS[reference] + 0.5
         assert row["same_translations"] == 100 * (bench.COURSE.index(ours) + 1) + len(reference)
     goals = {pair: row["goal"] for (_, pair), row in by_pair.items() if row["goal"]}
