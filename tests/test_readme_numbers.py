@@ -66,12 +66,18 @@ def speed_quotes() -> list[tuple[str, str]]:
     peers = record("peers-20261206T074956Z.json")
     fp32 = peers["precisions"]["fp32"]
     engines = {row["name"].split(", ")[0] + ", " + row["name"].split(", ")[1]: row
-               for row in record("engines-20261206T075116Z.json")["rows"]}
+               for row in record("engines-20261206T144655Z.json")["rows"]}
     beam_ct2 = engines["val beam 4, course vs CTranslate2 float32"]
     static = engines["val greedy, course fast vs transformers generate"]
+    compiled = engines["val greedy, course compiled vs transformers generate"]
+    compiled_eager = engines["val greedy, course vs course compiled"]
+    compiled_ct2 = engines["val greedy, course compiled vs CTranslate2 float32"]
+    beside = engines["val greedy, course fast after CTranslate2 ran in its process vs before"]
     int8 = engines["val beam 4, course int8 vs CTranslate2 int8"]
     int8_bleu = engines["val beam 4, course vs course int8"]
-    (compiled,) = [row for row in record("bench-20261206T091337Z.json")["table"]
+    (in_one_process,) = [row for row in record("engines-20261206T075116Z.json")["rows"]
+                         if row["name"].startswith("val beam 4, course vs CTranslate2 float32")]
+    (regional,) = [row for row in record("bench-20261206T091337Z.json")["table"]
                    if "regional torch.compile" in row["name"]]
     return [
         ("bf16 emulated", f"({peers['bf16']['product_speedup']:.2f}x fp32's speed"),
@@ -80,9 +86,19 @@ def speed_quotes() -> list[tuple[str, str]]:
         ("vs nn.Transformer", f"| `nn.Transformer` | {fp32['nn.Transformer']['ratio']:.2f} |"),
         ("MFU", f"matmul rate | {fp32['mfu']:.0%} |"),
         ("beam vs CTranslate2", f"| CTranslate2 float32 | {beam_ct2['ratio']:.2f} | 0.6 |"),
-        ("static greedy vs generate", f"| `generate` | {static['ratio']:.2f} | 1.0 |"),
+        ("static greedy vs generate", f"static cache | `generate` | {static['ratio']:.2f} | 1.0 |"),
+        ("compiled vs generate",
+         f"its step compiled | `generate` | {compiled['ratio']:.2f} | 1.0 |"),
+        ("compiled vs eager", f"its first batch took {compiled['warmup_ours']:.0f} s) makes it "
+                              f"{1 / compiled_eager['ratio']:.2f}x as fast"),
+        ("compiled vs CTranslate2", f"{1 / compiled_ct2['ratio']:.1f}x as fast as that "
+                                    f"({compiled_ct2['ratio']:.2f})"),
+        ("CTranslate2 beside", f"took {1 / beside['ratio']:.2f}x as long once CTranslate2 had "
+                               f"run beside it ({beside['ratio']:.2f})"),
+        ("in one process", f"put beam 4 at {in_one_process['ratio']:.2f} of"),
         ("int8 vs CTranslate2 int8", f"| CTranslate2 int8 | {int8['ratio']:.2f} | 0.8 |"),
-        ("regional compile", f"| the same step, eager | {compiled['ratio']:.2f} | 1.0 |"),
+        ("int8 on one thread", f"(its int8 on {int8['threads_reference']})"),
+        ("regional compile", f"| the same step, eager | {regional['ratio']:.2f} | 1.0 |"),
         ("int8 BLEU", f"({int8_bleu['bleu_reference']:.2f} against "
                       f"{int8_bleu['bleu_ours']:.2f}, beam 4)"),
     ]
