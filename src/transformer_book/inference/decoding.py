@@ -70,8 +70,8 @@ class DecodingStrategy(Protocol):
 class Greedy:
     """The most probable token at every step (:func:`~.greedy.greedy_decode`); ``fast``:
     its fast path, the static key/value cache (the same tokens); ``compiled`` (with
-    ``fast``): that path's step compiled by ``torch.compile`` (the same tokens; about a
-    minute to compile once per process, so for long decodings)."""
+    ``fast``): that path's step compiled by ``torch.compile`` (the same tokens; tens of
+    seconds to compile, once per process, so for long decodings)."""
 
     fast: bool = False
     compiled: bool = False

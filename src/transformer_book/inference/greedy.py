@@ -12,8 +12,8 @@ One fast path, ``fast=True``: the keys and values sit in a
 output and written in place at each step, instead of buffers that grow by ``torch.cat``
 (the same tokens: tested equal in float64; timed in ``benchmarks/bench_fast.py``).
 ``compiled=True`` adds, on that path, a decoding step compiled by ``torch.compile`` (the
-same tokens in float64; about a minute to compile, paid back over a long decoding; timed
-in ``benchmarks/bench_engines.py``).
+same tokens in float64; tens of seconds to compile, once per process, paid back over a
+long decoding; both timed in ``benchmarks/bench_engines.py``).
 """
 
 from __future__ import annotations

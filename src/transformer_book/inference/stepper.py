@@ -9,8 +9,8 @@ stepper keeps them in a :class:`~transformer_book.nn.kv_cache.StaticDecoderCache
 allocated once to that many positions and written in place (the fast path of greedy search).
 With ``compiled`` too, each step runs ``torch.compile``'s code for the decoder (inductor:
 fused kernels, far fewer operations issued from Python), compiled once per process for each
-kind of step it meets (the first step, later ones, one sentence left): about a minute on a
-CPU, which only a long decoding pays back.
+kind of step it meets (the first step, later ones, one sentence left): tens of seconds on
+a CPU (``benchmarks/bench_engines.py`` records it), which only a long decoding pays back.
 """
 
 from __future__ import annotations

@@ -19,11 +19,11 @@ CTranslate2's length penalty (scores divided by ``length^α``, not Wu et al.'s
 ``((5 + |Y|) / 6)^α``), at most ``max_len - 1`` tokens, ``<eos>`` allowed from the first
 step (the course's greedy search allows it too); with ``beam_size=1`` it is greedy search.
 
-:class:`TranslatorProcess` runs one translator in a process of its own. Each multi-threaded
-OpenMP user (PyTorch, each ``Translator``) keeps a team of threads alive; with more of them
-in one process than the machine has cores, small operations slow down, PyTorch's for good
-once CTranslate2 has run beside it (``benchmarks/bench_engines.py``'s last row measures
-it). A benchmark that times both gives each its own process.
+:class:`TranslatorProcess` runs one translator in a process of its own. In one process,
+PyTorch and CTranslate2 slow each other: both keep a team of threads alive (more threads, on
+the course machine, than it has cores), and PyTorch's operations stay slower once
+CTranslate2 has run beside it (``benchmarks/bench_engines.py``'s last row measures it). A
+benchmark that times both gives each its own process.
 """
 
 from __future__ import annotations
@@ -144,7 +144,11 @@ class TranslatorProcess:
         self._process.start()
         theirs.close()
         self.seconds = {"wall": 0.0, "cpu": 0.0}
-        self._answer()  # loaded, or the error that stopped it
+        try:
+            self._answer()  # loaded, or the error that stopped it
+        except BaseException:
+            self.close()
+            raise
 
     def translate_ids(self, sources: Sequence[Sequence[int]], *, beam_size: int = 1,
                       alpha: float = 0.0, max_len: int = 128) -> list[list[int]]:
@@ -169,7 +173,7 @@ class TranslatorProcess:
         """End the process (it finishes the translation it is running first)."""
         if self._process.is_alive():
             self._conn.send(None)
-            self._process.join()
+        self._process.join()
         self._conn.close()
 
     def __enter__(self) -> TranslatorProcess:
