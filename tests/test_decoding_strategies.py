@@ -122,7 +122,7 @@ def test_unknown_strategies_and_settings_are_refused(trained) -> None:
                                         r"\(temperature, top_p, seed\), received beam_size"):
         decoding_strategy("sample", beam_size=4)
     with pytest.raises(BookError, match=r"settings: expected settings of the 'greedy' strategy "
-                                        r"\(fast\), received alpha"):
+                                        r"\(fast, compiled\), received alpha"):
         translate(trained, TEXTS[:1], "greedy", alpha=0.6)
     with pytest.raises(BookError, match=r"strategy: expected a decoding strategy"):
         translate_ids(trained.model, [[5, 6]], "beam")  # type: ignore[arg-type]
