@@ -30,14 +30,16 @@ greedy decoding, cache vs no cache         3.0    the KV cache must pay for itse
 beam 4 vs greedy (greedy time / beam time) 1/3    beam search within 3x of greedy
 val beam 4 and greedy, course vs generate  1.0    ours at least as fast as ``transformers``
 val beam 4 / greedy, course vs CTranslate2 0      the gap to a C++ engine, measured
+val greedy, compiled step vs generate      1.0    the compiled fast path against the library
 fast_dropout vs F.dropout, fwd + bwd       1.0    the opt-in fast path must pay for itself
 train step, fast dropout vs nn.Dropout     1.0    the same, in a whole step
 greedy, static cache vs growing cache      1.0    the same, for greedy search's fast path
 =========================================  =====  ==========================================
 
 ``bench_engines`` exports chapter 10's model (``transformer-book export``) and times the
-course's decoding against ``transformers``' ``generate`` and CTranslate2 (float32, int8) on
-the val split, printing its own table with each engine's sacreBLEU.
+course's decoding (greedy's compiled step included) against ``transformers``' ``generate``
+and CTranslate2 (float32, int8; each in a process of its own) on the val split, printing its
+own table with each engine's sacreBLEU.
 
 ``bench_fast`` times the opt-in fast paths against the defaults they replace (dropout's
 cheaper masks, greedy search's static key/value cache), each row naming the CPU and the load.
