@@ -59,7 +59,8 @@ against CTranslate2 int8 (goal 0.8, beam 4 and greedy), ``course fast`` and ``co
 compiled`` greedy against ``generate`` (goal 1.0), and ``course compiled`` against
 CTranslate2 float32 (no goal: the gap that compiling leaves). Last, measured after
 everything else: ``course fast`` greedy over the split after CTranslate2 float32 has
-translated one batch in this process, against the same before it (below 1: slowed down).
+translated one batch in this process, against the same before it (below 1: slowed down;
+two passes each, their mean compared, each pass kept in the row).
 """
 
 from __future__ import annotations
@@ -246,8 +247,6 @@ def measure_engines(limit: int | None = DEFAULT_LIMIT, threads: int = 2, clock: 
         with contextlib.ExitStack() as stack:
             ct2, ct2_trials = _translators(stack, Path(tmp), threads,
                                            [sources[i] for i in _batches(sources)[0]])
-            ct2_threads = {kind: min(trial, key=trial.__getitem__)
-                           for kind, trial in ct2_trials.items()}
             engines, results = _engines(checkpoint, Path(tmp), ct2, clock), {}
             for search, (beam, names) in SEARCHES.items():
                 seconds, warmup, outputs = _decode_all({name: engines[name] for name in names},
@@ -259,7 +258,7 @@ def measure_engines(limit: int | None = DEFAULT_LIMIT, threads: int = 2, clock: 
         results["interference"] = _interference(engines["course fast"], sources, Path(tmp),
                                                 threads)
     return {"checkpoint": str(checkpoint), "sentences": len(pairs), "threads": threads,
-            "ct2_threads": ct2_threads, "ct2_trials": ct2_trials, "clock": clock,
+            "ct2_trials": ct2_trials, "clock": clock,
             "batch": BATCH, "alpha": ALPHA, "cpu": cpu_name(), **results}
 
 
@@ -281,27 +280,32 @@ def _translators(stack: contextlib.ExitStack, folder: Path, threads: int,
                 processes[count].translate_ids(batch, max_len=max(map(len, batch)) + EXTRA + 1)
                 seconds.append(processes[count].seconds["wall"])
             trials[kind][count] = min(seconds)
-        best = min(trials[kind], key=trials[kind].__getitem__)
-        chosen[kind] = processes.pop(best)
+        chosen[kind] = processes.pop(_fastest(trials[kind]))
         for process in processes.values():
             process.close()
     return chosen, trials
 
 
+def _fastest(trial: dict[int, float]) -> int:
+    """The thread count of the fewest seconds in ``trial``."""
+    return min(trial, key=trial.__getitem__)
+
+
 def _interference(decode: Decode, sources: list[list[int]], folder: Path, threads: int
-                  ) -> dict[str, float]:
+                  ) -> dict[str, list[float]]:
     """Why CTranslate2 runs apart: ``decode`` (the course's greedy fast path) over every
-    batch, then again after CTranslate2 float32 has translated one batch in this process
-    (left there: measured last): the seconds ``before`` and ``after``."""
+    batch, twice, then twice again after CTranslate2 float32 has translated one batch in
+    this process (left there: measured last): the seconds of each pass, ``before`` and
+    ``after`` (the two passes of a side show the drift that is not CTranslate2's)."""
     def total() -> float:
         return sum(decode([sources[i] for i in batch], 1)[1] for batch in _batches(sources))
 
-    before = total()
+    before = [total(), total()]
     with quiet_transformers():
         tokenizer = AutoTokenizer.from_pretrained(folder / "hf")
     here = ctranslate.load_translator(folder / "ct2", "float32", threads)
     ctranslate.translate_ids(here, tokenizer, [sources[i] for i in _batches(sources)[0]])
-    return {"before": before, "after": total()}
+    return {"before": before, "after": [total(), total()]}
 
 
 def _row(measured: dict[str, Any], search: str, ours: str, reference: str, goal: float
@@ -311,15 +315,15 @@ def _row(measured: dict[str, Any], search: str, ours: str, reference: str, goal:
     the reference's threads (CTranslate2's chosen count, :func:`_translators`)."""
     mine, other = measured[search][ours], measured[search][reference]
     kind = reference.removeprefix("ct2 ")  # a compute type, for CTranslate2's engines
-    ct2_threads, ct2_trials = measured.get("ct2_threads", {}), measured.get("ct2_trials", {})
+    trials = measured.get("ct2_trials", {}).get(kind)
     label = f"beam {BEAM}" if search == "beam" else "greedy"
     return {"name": f"val {label}, {LABELS[ours]} vs {LABELS[reference]}, "
                     f"{measured['sentences']} sentences, {measured['threads']} threads",
             "unit": "s", "ours": mine["seconds"], "reference": other["seconds"],
             "ratio": other["seconds"] / mine["seconds"], "goal": goal,
             "warmup_ours": mine["warmup_seconds"],
-            "threads_reference": ct2_threads.get(kind, measured["threads"]),
-            "reference_thread_trials": ct2_trials.get(kind),
+            "threads_reference": measured["threads"] if trials is None else _fastest(trials),
+            "reference_thread_trials": trials,
             "bleu_ours": mine["bleu"], "bleu_reference": other["bleu"],
             "same_translations": other["same_as"][ours], "cpu": measured["cpu"]}
 
@@ -335,21 +339,22 @@ def rows(measured: dict[str, Any]) -> list[dict]:
         out += [_row(measured, search, ours, reference, goal)
                 for ours, reference, goal in VERSUS if ours in engines]
     if "interference" in measured:
-        seconds = measured["interference"]
+        passes = measured["interference"]
+        before, after = (sum(passes[side]) / len(passes[side]) for side in ("before", "after"))
         out.append({"name": f"val greedy, course fast after CTranslate2 ran in its process vs "
                             f"before, {measured['sentences']} sentences, "
                             f"{measured['threads']} threads",
-                    "unit": "s", "ours": seconds["after"], "reference": seconds["before"],
-                    "ratio": seconds["before"] / seconds["after"], "goal": 0.0,
-                    "cpu": measured["cpu"]})
+                    "unit": "s", "ours": after, "reference": before, "ratio": before / after,
+                    "goal": 0.0, "passes_before": passes["before"],
+                    "passes_after": passes["after"], "cpu": measured["cpu"]})
     return out
 
 
 def format_table(measured: dict[str, Any]) -> str:
     """The engines side by side (seconds, speed against the course, BLEU, sentences
     translated as the course does), then the rows that have a goal."""
-    ct2_threads = ", ".join(f"{kind} {count}" for kind, count in
-                            measured.get("ct2_threads", {}).items())
+    ct2_threads = ", ".join(f"{kind} {_fastest(trial)}" for kind, trial in
+                            measured.get("ct2_trials", {}).items())
     lines = [f"{measured['sentences']} val sentences, {measured['threads']} threads "
              f"(CTranslate2: {ct2_threads or 'the same'}), {measured['cpu']}",
              f"{'engine':<16} {'search':<7} {'seconds':>8} {'course/x':>9} {'BLEU':>6} "

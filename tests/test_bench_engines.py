@@ -42,7 +42,6 @@ def _measured() -> dict:
                 "same_as": {c: 100 * (bench.COURSE.index(c) + 1) + len(name) for c in courses}}
 
     measured = {"sentences": 10, "threads": 2, "cpu": "a CPU",
-                "ct2_threads": {"float32": 2, "int8": 1},
                 "ct2_trials": {"float32": {1: 0.5, 2: 0.3}, "int8": {1: 0.2, 2: 0.9}}}
     for search, (_, names) in bench.SEARCHES.items():
         courses = tuple(c for c in bench.COURSE if c in names)
@@ -95,12 +94,13 @@ def test_every_engine_against_the_course_then_each_course_engine_against_its_pee
 
 
 def test_the_interference_row_compares_the_fast_path_after_ctranslate2_with_before():
-    measured = {**_measured(), "interference": {"before": 3.0, "after": 6.0}}
+    measured = {**_measured(), "interference": {"before": [2.0, 4.0], "after": [5.0, 7.0]}}
     row = bench.rows(measured)[-1]
     assert bench.rows(measured)[:-1] == bench.rows(_measured())
     assert row["name"] == ("val greedy, course fast after CTranslate2 ran in its process vs "
                            "before, 10 sentences, 2 threads")
     assert (row["ours"], row["reference"], row["ratio"], row["goal"]) == (6.0, 3.0, 0.5, 0.0)
+    assert (row["passes_before"], row["passes_after"]) == ([2.0, 4.0], [5.0, 7.0])
 
 
 def test_the_table_shows_every_engine_and_the_goals():
