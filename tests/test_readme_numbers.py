@@ -66,7 +66,7 @@ def speed_quotes() -> list[tuple[str, str]]:
     peers = record("peers-20261206T074956Z.json")
     fp32 = peers["precisions"]["fp32"]
     engines = {row["name"].split(", ")[0] + ", " + row["name"].split(", ")[1]: row
-               for row in record("engines-20261206T144655Z.json")["rows"]}
+               for row in record("engines-20261206T154755Z.json")["rows"]}
     beam_ct2 = engines["val beam 4, course vs CTranslate2 float32"]
     static = engines["val greedy, course fast vs transformers generate"]
     compiled = engines["val greedy, course compiled vs transformers generate"]
@@ -94,7 +94,11 @@ def speed_quotes() -> list[tuple[str, str]]:
         ("compiled vs CTranslate2", f"{1 / compiled_ct2['ratio']:.1f}x as fast as that "
                                     f"({compiled_ct2['ratio']:.2f})"),
         ("CTranslate2 beside", f"took {1 / beside['ratio']:.2f}x as long once CTranslate2 had "
-                               f"run beside it ({beside['ratio']:.2f})"),
+                               f"run beside it ({beside['ratio']:.2f}; two passes each, "
+                               f"{beside['passes_before'][0]:.2f} and "
+                               f"{beside['passes_before'][1]:.2f} s before, "
+                               f"{beside['passes_after'][0]:.2f} and "
+                               f"{beside['passes_after'][1]:.2f} s after)"),
         ("in one process", f"put beam 4 at {in_one_process['ratio']:.2f} of"),
         ("int8 vs CTranslate2 int8", f"| CTranslate2 int8 | {int8['ratio']:.2f} | 0.8 |"),
         ("int8 on one thread", f"(its int8 on {int8['threads_reference']})"),
