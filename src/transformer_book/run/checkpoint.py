@@ -1,32 +1,26 @@
-"""Checkpoints: safetensors weights, one hashed manifest, atomic saves, crash recovery.
+"""Checkpoints: safetensors weights, one hashed manifest, atomic saves that survive a kill.
 
 A checkpoint is a folder::
 
     step_00001000/
-        model.safetensors   the weights (tied tensors stored once, see below)
+        model.safetensors   the weights (tied tensors stored once, under their first name)
         tokenizer.json      optional: the BPE tokenizer the model was trained with
         optimizer.pt        optional: optimizer + schedule states, plain tensors and numbers
         rng.json            torch / CUDA / python / numpy RNG states, as JSON
-        checkpoint.json     the manifest: config, step, environment, ``extra`` run state,
-                            ``tied`` names and the sha256 of every file above
-        checkpoint.sha256   the sha256 of checkpoint.json (``sha256sum`` format), written
-                            last: a folder that holds it is complete
+        checkpoint.json     the manifest: step, config, ``extra`` run state, ``tied``
+                            (``{dropped: kept}``) and the sha256 of every file above
+        checkpoint.sha256   the sha256 of checkpoint.json, written last: the folder is complete
 
-**Saving** writes every file, flushed, into the hidden sibling ``.step_N.tmp-<host>-<pid>``
-and renames it into place; a checkpoint already there is first renamed to
-``.step_N.old-<host>-<pid>``, then deleted. A save cut short at any point leaves the
-previous checkpoint intact. **Loading** reads each listed file once, checks its bytes
-against the manifest and parses those same bytes; a checkpoint.json that differs from
-checkpoint.sha256, or has none, is refused. **Tied weights** (Section 3.4 shares the
-embeddings and the pre-softmax projection) are stored under their first name; ``tied``
-(``{dropped: kept}``) restores the others. Section 6.1 averages the last 5 checkpoints'
-weights (:func:`load_weights`, :mod:`transformer_book.inference.averaging`).
-
-**Recovery.** A save killed on the way leaves its hidden folders and, killed between its two
-renames, no ``step_N``. :func:`tidy`, run on every save and listing and on loading a missing
-folder, takes the hidden folders of saves that are over (their process no longer runs on
-this machine): a missing ``step_N`` comes back from the new copy if it is complete, else
-from the old one; the rest is deleted; each is reported on stderr.
+**Saving** writes every file, flushed, into the hidden ``.step_N.tmp-<host>-<pid>``, then
+renames it into place; a checkpoint already there is first renamed to
+``.step_N.old-<host>-<pid>``, and deleted once the new one is in. **Loading** reads each
+listed file once, checks its bytes against the manifest and parses those same bytes; a
+checkpoint.json that differs from checkpoint.sha256 is refused. **A killed save** leaves
+its hidden folders: :func:`tidy` (run by every save and listing, and on loading a missing
+folder) takes those of processes no longer running on this machine. A checkpoint missing
+(killed before or between the renames) comes back from its new copy if complete, else
+from its old one; the rest is deleted; each is reported on stderr. Section 6.1 averages
+the last 5 checkpoints' weights (:func:`load_weights`).
 """
 
 from __future__ import annotations
@@ -52,9 +46,8 @@ from safetensors.torch import load, save
 from torch import nn
 
 from transformer_book.util.files import atomic_write_bytes, fsync_path
-from transformer_book.util.rng import capture_rng_state, restore_rng_state
+from transformer_book.util.rng import capture_rng_state
 from transformer_book.util.validation import (
-    BookError,
     bad_input,
     is_integer,
     require,
@@ -75,19 +68,14 @@ FILES = (WEIGHTS, TOKENIZER, OPTIMIZER, RNG)
 FORMAT_VERSION = 2
 
 
-def _stamp(manifest: bytes) -> str:
-    """``checkpoint.sha256``'s text for the bytes of ``checkpoint.json``."""
-    return f"{hashlib.sha256(manifest).hexdigest()}  {METADATA}\n"
-
-
-def _plain(path: Path) -> bool:
-    """A file of the folder itself: never a link (to somewhere outside) or a folder."""
-    return path.is_file() and not path.is_symlink()
-
-
 def checkpoint_name(step: int) -> str:
     """The folder name of the checkpoint written after ``step`` updates: ``step_00001000``."""
     return f"step_{require_int(step, 'step', minimum=0):08d}"
+
+
+def _stamp(manifest: bytes) -> str:
+    """``checkpoint.sha256``'s text for the bytes of ``checkpoint.json``."""
+    return f"{hashlib.sha256(manifest).hexdigest()}  {METADATA}\n"
 
 
 # ------------------------------------------------------------------------------ saving
@@ -100,35 +88,28 @@ def save_checkpoint(
     config: dict[str, Any],
     step: int,
     tokenizer_path: str | Path | None = None,
-    tokenizer_json: str | None = None,
     optimizer: torch.optim.Optimizer | None = None,
     scheduler: Any | None = None,
     extra: dict[str, Any] | None = None,
     rng_state: dict[str, Any] | None = None,
 ) -> Path:
-    """Write the checkpoint folder ``directory`` atomically (replacing one there) and return
-    its path.
+    """Write the checkpoint folder ``directory`` atomically (replacing one there); return it.
 
-    ``model``'s state dict goes to ``model.safetensors``; ``config`` (the model and run
-    configuration) and ``extra`` (run state: losses, where the run stands, ...) must be
-    JSON-serialisable; ``step`` counts the optimizer updates so far; the tokenizer is a file
-    to copy (``tokenizer_path``) or its JSON text (``tokenizer_json``); ``optimizer`` and
-    ``scheduler`` go to ``optimizer.pt`` for resuming; ``rng_state`` (from
-    :func:`capture_rng_state`) is captured now when omitted.
+    ``config`` (model and run configuration) and ``extra`` (where the run stands) must be
+    JSON-serialisable; ``step`` counts the optimizer updates so far; ``tokenizer_path`` is
+    the tokenizer file to copy; ``optimizer`` and ``scheduler`` are saved for resuming;
+    ``rng_state`` (from :func:`capture_rng_state`) is captured now when omitted.
     """
     require(isinstance(model, nn.Module), "model", "a torch.nn.Module", type(model).__name__)
     require_int(step, "step", minimum=0)
-    require(tokenizer_path is None or tokenizer_json is None, "tokenizer_path/tokenizer_json",
-            "at most one of them", "both")
     config, extra = _json_ready(config, "config"), _json_ready(extra or {}, "extra")
     require(tokenizer_path is None or Path(tokenizer_path).is_file(), "tokenizer_path",
             "an existing file", str(tokenizer_path))
     tensors, tied = _split_tied(model.state_dict())
     # safetensors' own save_file makes the file 0600: serialise here, write as any other file
     files = {WEIGHTS: save(tensors, metadata={"format": "pt", "tied": json.dumps(tied)})}
-    if tokenizer_path is not None or tokenizer_json is not None:
-        files[TOKENIZER] = (Path(tokenizer_path).read_bytes() if tokenizer_path is not None
-                            else str(tokenizer_json).encode("utf-8"))
+    if tokenizer_path is not None:
+        files[TOKENIZER] = Path(tokenizer_path).read_bytes()
     if optimizer is not None or scheduler is not None:
         buffer = io.BytesIO()
         torch.save({"optimizer": optimizer.state_dict() if optimizer else None,
@@ -180,12 +161,12 @@ def _split_tied(state: dict[str, torch.Tensor]) -> tuple[dict[str, torch.Tensor]
 
 
 def _write(files: dict[str, bytes], target: Path) -> Path:
-    """Write ``files``, each flushed, in order (``checkpoint.sha256`` last: then the folder
-    is complete) into this process's hidden sibling of ``target``, and swap it in."""
+    """Write ``files``, each flushed, in order (``checkpoint.sha256`` last) into this
+    process's hidden sibling of ``target``, and swap it in."""
     target.parent.mkdir(parents=True, exist_ok=True)
-    tidy(target.parent)  # leftovers of an interrupted save: recovered or removed
-    temp, key = _hidden(target, "tmp"), os.path.abspath(target)
-    _SAVING.add(key)  # the hidden folders of this save are no leftovers while it runs
+    tidy(target.parent)
+    temp = _hidden(target, "tmp")
+    _SAVING.add(target)  # its hidden folders are no leftovers while this save runs
     try:
         temp.mkdir()
         for name, data in files.items():
@@ -196,13 +177,13 @@ def _write(files: dict[str, bytes], target: Path) -> Path:
         shutil.rmtree(temp, ignore_errors=True)
         raise
     finally:
-        _SAVING.discard(key)
+        _SAVING.discard(target)
     return target
 
 
 def _swap_in(temp: Path, target: Path) -> None:
-    """Rename the complete ``temp`` to ``target``; a checkpoint there is renamed aside
-    first and deleted once the new one is in. A crash in between is for :func:`tidy`."""
+    """Rename the complete ``temp`` to ``target``, a checkpoint there renamed aside first
+    and deleted once the new one is in (a kill in between is for :func:`tidy`)."""
     old = _hidden(target, "old")
     if target.exists():
         os.replace(target, old)
@@ -213,60 +194,32 @@ def _swap_in(temp: Path, target: Path) -> None:
 
 # ----------------------------------------------------------------------------- loading
 
-
-def _count(value: Any) -> bool:
-    return is_integer(value) and value >= 0
-
-
-def _object(value: Any) -> bool:
-    return isinstance(value, dict)
-
-
-def _unless(ok: Callable[[Any], bool]) -> Callable[[Any, dict[str, Any]], Any]:
-    """A check that finds the whole value wrong (shown as received) unless ``ok(value)``."""
-    return lambda value, _: None if ok(value) else repr(value)[:200]
-
-
 _HEX = re.compile(r"[0-9a-f]{64}")
-_Check = Callable[[Any, dict[str, Any]], Any]
-#: ``checkpoint.json``'s checks, in order: (field, whether every save writes it, what is
-#: expected, ``check(value, metadata)``: what is wrong with the value, ``None`` if nothing).
-_CHECKS: list[tuple[str, bool, str, _Check]] = [
-    ("format_version", True, str(FORMAT_VERSION),
-     _unless(lambda v: is_integer(v) and v == FORMAT_VERSION)),
-    ("step", True, "an integer >= 0", _unless(_count)),
-    ("num_tensors", False, "an integer >= 0", _unless(_count)),
-    ("num_parameters", False, "an integer >= 0", _unless(_count)),
-    ("config", False, "a JSON object", _unless(_object)),
-    ("environment", False, "a JSON object", _unless(_object)),
-    ("extra", False, "a JSON object", _unless(_object)),
-    ("tied", False, "an object {dropped tensor name: kept tensor name}", _unless(
-        lambda v: _object(v) and all(isinstance(k, str) and isinstance(n, str) and k != n
-                                     for k, n in v.items()))),
-    ("sha256", True, f"an object {{file name: sha256}} listing at least {WEIGHTS}",
-     _unless(lambda v: _object(v) and WEIGHTS in v)),
-    ("sha256", True, f"only the files of a checkpoint ({', '.join(FILES)})",
-     lambda v, _: sorted(str(name) for name in v if name not in FILES) or None),
-    ("sha256", True, "64 lowercase hex digits per file",
-     lambda v, _: sorted(name for name, digest in v.items()
-                         if not (isinstance(digest, str) and _HEX.fullmatch(digest))) or None),
-    ("tokenizer", False, f"null or {TOKENIZER!r} (listed in sha256)", lambda v, meta: None
-     if v is None or (v == TOKENIZER and TOKENIZER in meta["sha256"]) else repr(v)[:200]),
-]
+#: The fields of ``checkpoint.json`` that loading reads: what is expected, and a test.
+_FIELDS: dict[str, tuple[str, Callable[[Any], bool]]] = {
+    "format_version": (str(FORMAT_VERSION), lambda v: is_integer(v) and v == FORMAT_VERSION),
+    "step": ("an integer >= 0", lambda v: is_integer(v) and v >= 0),
+    "sha256": (f"an object {{file name: 64 lowercase hex digits}} listing {WEIGHTS} and only "
+               f"the files of a checkpoint ({', '.join(FILES)})",
+               lambda v: isinstance(v, dict) and WEIGHTS in v and set(v) <= set(FILES)
+               and all(isinstance(d, str) and _HEX.fullmatch(d) for d in v.values())),
+    "config": ("a JSON object", lambda v: isinstance(v, dict)),
+    "extra": ("a JSON object", lambda v: isinstance(v, dict)),
+    "tied": ("an object {dropped tensor name: kept tensor name}", lambda v: isinstance(v, dict)
+             and all(isinstance(k, str) and isinstance(n, str) and k != n
+                     for k, n in v.items())),
+}
+_REQUIRED = ("format_version", "step", "sha256")
 
 
 def read_metadata(directory: str | Path) -> dict[str, Any]:
-    """``checkpoint.json`` of a checkpoint folder, checked against ``checkpoint.sha256`` and
-    field by field; the files it lists are not read (:func:`load_checkpoint` verifies them).
-
-    Raises:
-        BookError: naming the file (and the field): a ``checkpoint.json`` or
-            ``checkpoint.sha256`` that is missing, a ``checkpoint.json`` that differs from
-            its hash, is not JSON or has a field missing or malformed.
-    """
+    """``checkpoint.json`` of a checkpoint folder, checked against ``checkpoint.sha256``
+    and field by field; the files it lists are not read (:func:`load_checkpoint` verifies
+    them). Anything missing, edited or malformed is a :class:`BookError` naming the file
+    (and the field)."""
     directory = Path(directory)
     if not directory.exists():
-        tidy(directory.parent)  # perhaps missing after a crash between a save's renames
+        tidy(directory.parent)  # perhaps missing after a kill between a save's renames
     meta_path, hash_path = directory / METADATA, directory / METADATA_HASH
     require(_plain(meta_path), "directory", f"a checkpoint folder with {METADATA}",
             str(directory))
@@ -279,16 +232,21 @@ def read_metadata(directory: str | Path) -> dict[str, Any]:
             "(an edited or corrupted checkpoint.json: its config, step and hashes cannot "
             "be trusted)", f"sha256 {actual.split(' ')[0]}")
     metadata = _json_object(meta_path, raw, "checkpoint metadata")
-    for name, always, expected, check in _CHECKS:
-        wrong = check(metadata[name], metadata) if name in metadata else (
-            "no such field" if always else None)
-        require(wrong is None, f"{meta_path} [{name}]", expected, wrong)
+    for name, (expected, ok) in _FIELDS.items():
+        if name in metadata or name in _REQUIRED:
+            require(name in metadata and ok(metadata[name]), f"{meta_path} [{name}]", expected,
+                    repr(metadata[name])[:400] if name in metadata else "no such field")
     return metadata
 
 
 def read_step(directory: str | Path) -> int:
     """The step a checkpoint was saved at (``checkpoint.json`` checked, its files not read)."""
     return int(read_metadata(directory)["step"])
+
+
+def _plain(path: Path) -> bool:
+    """A file of the folder itself: never a link (to somewhere outside) or a folder."""
+    return path.is_file() and not path.is_symlink()
 
 
 def _json_object(path: Path, data: bytes, what: str) -> dict[str, Any]:
@@ -340,11 +298,8 @@ def _weights(directory: Path, metadata: dict[str, Any], files: dict[str, bytes],
 
 def load_weights(directory: str | Path, map_location: str | torch.device = "cpu"
                  ) -> dict[str, torch.Tensor]:
-    """A checkpoint's weights as a state dict, every listed file's sha256 verified first.
-
-    Tied names (stored once, see the module docstring) are all present again, so the result
-    loads with ``model.load_state_dict``.
-    """
+    """A checkpoint's weights as a state dict (every listed file verified first), tied names
+    all present again: it loads with ``model.load_state_dict``."""
     directory = Path(directory)
     return _weights(directory, *_open(directory), map_location)
 
@@ -369,15 +324,13 @@ def load_checkpoint(
     optimizer: torch.optim.Optimizer | None = None,
     scheduler: Any | None = None,
     map_location: str | torch.device = "cpu",
-    restore_rng: bool = False,
 ) -> dict[str, Any]:
-    """Verify a checkpoint (each listed file read once; a corrupted one is a
-    :class:`BookError` naming it), load it into the given objects and return
-    ``checkpoint.json``'s contents plus ``"rng_state"`` and ``"directory"``.
+    """Verify a checkpoint (each listed file read once), load it into the given objects and
+    return ``checkpoint.json``'s contents plus ``"rng_state"`` and ``"directory"``.
 
-    A ``model`` whose tensors differ is a :class:`BookError` listing the missing and
-    unexpected names and the shape mismatches; with ``restore_rng=True`` the RNG states are
-    restored here (else pass ``rng_state`` to :func:`restore_rng_state`).
+    A corrupted file, or a ``model`` whose tensors differ (missing, unexpected and
+    mis-shaped names listed), is a :class:`BookError`. The RNG states are returned, not
+    restored (pass ``rng_state`` to :func:`restore_rng_state`).
     """
     directory = Path(directory)
     require(model is None or isinstance(model, nn.Module), "model", "a torch.nn.Module",
@@ -395,9 +348,6 @@ def load_checkpoint(
         _load_resumables(directory / OPTIMIZER, files[OPTIMIZER], optimizer, scheduler,
                          map_location)
     rng_state = _json_object(directory / RNG, files[RNG], "RNG states") if RNG in files else None
-    if restore_rng:
-        require(rng_state is not None, "restore_rng", f"a checkpoint with {RNG}", "none")
-        restore_rng_state(rng_state or {})
     return {**metadata, "rng_state": rng_state, "directory": str(directory)}
 
 
@@ -430,13 +380,10 @@ def _load_resumables(path: Path, data: bytes, optimizer: torch.optim.Optimizer |
 
 
 def list_checkpoints(run_dir: str | Path, pattern: str = "step_*") -> list[Path]:
-    """Checkpoint folders in ``run_dir`` matching ``pattern``, sorted by their saved step.
-
-    The leftovers of an interrupted save are dealt with first (:func:`tidy`). A folder with
-    a ``checkpoint.json`` that is not valid checkpoint metadata is a :class:`BookError`
-    naming it, not skipped: a run is never silently resumed (or translated) from an older
-    checkpoint than its newest.
-    """
+    """Checkpoint folders in ``run_dir`` matching ``pattern``, sorted by their saved step,
+    after :func:`tidy`. A folder whose ``checkpoint.json`` is not valid is a
+    :class:`BookError` naming it, never skipped: a run is not silently resumed (or
+    translated) from an older checkpoint than its newest."""
     return [path for _, path in _by_step(Path(run_dir), pattern)]
 
 
@@ -487,24 +434,24 @@ def prune_checkpoints(run_dir: str | Path, keep_last: int, pattern: str = "step_
 
 _HOST = re.sub(r"[^A-Za-z0-9]", "_", socket.gethostname()) or "host"
 _LEFTOVER = re.compile(r"\.(?P<target>.+)\.(?P<kind>tmp|old)-(?P<host>\w+)-(?P<pid>\d+)")
-_SAVING: set[str] = set()  # the checkpoints this process is saving now (absolute paths)
+_SAVING: set[Path] = set()  # the checkpoints this process is saving now
 
 
 def _hidden(target: Path, kind: str) -> Path:
-    """The hidden sibling that this process's save of ``target`` writes the new copy into
-    (``kind`` ``"tmp"``) or moves the copy it replaces to (``"old"``)."""
+    """The hidden sibling this process's save of ``target`` writes its new copy to (``kind``
+    ``"tmp"``) or moves the copy it replaces to (``"old"``)."""
     return target.parent / f".{target.name}.{kind}-{_HOST}-{os.getpid()}"
 
 
 def _over(parent: Path, match: re.Match[str]) -> bool:
-    """Whether the save that left the hidden folder ``match`` names is over, so that nothing
-    will finish or remove it: made on this machine by a process no longer running, or by
-    this one outside a save of its checkpoint. Another machine's folders are never judged."""
+    """Whether the save that left a hidden folder is over: made on this machine by a
+    process no longer running, or by this one outside a save of that checkpoint. Another
+    machine's folders are never judged."""
     pid = int(match["pid"])
     if match["host"] != _HOST:
         return False
     if pid == os.getpid():
-        return os.path.abspath(parent / match["target"]) not in _SAVING
+        return parent / match["target"] not in _SAVING
     try:
         os.kill(pid, 0)
     except OSError as error:  # PermissionError: another user's running process
@@ -512,53 +459,31 @@ def _over(parent: Path, match: re.Match[str]) -> bool:
     return False
 
 
-def _complete(folder: Path) -> bool:
-    """Whether a new copy was written to the end: its ``checkpoint.json`` matches the
-    ``checkpoint.sha256`` a save writes last (its files are verified when it is loaded)."""
-    try:
-        read_metadata(folder)
-    except (BookError, OSError):
-        return False
-    return True
+def tidy(parent: str | Path) -> list[Path]:
+    """Take the leftovers of saves in ``parent`` that are over (see the module docstring)
+    and return the checkpoints put back in place. Each is reported on stderr; a folder
+    that cannot be renamed or removed (a read-only copy of a run) is reported and left."""
+    parent, recovered = Path(parent), []
+    found = [(match, path) for path in (parent.iterdir() if parent.is_dir() else [])
+             if (match := _LEFTOVER.fullmatch(path.name)) and path.is_dir()
+             and not path.is_symlink() and _over(parent, match)]
+    for match, folder in sorted(found, key=lambda pair: (pair[0]["kind"] == "old", pair[1])):
+        target, new = parent / match["target"], match["kind"] == "tmp"
+        if not target.exists() and (not new or _plain(folder / METADATA_HASH)):
+            try:  # a missing checkpoint: from its complete new copy, else from its old one
+                os.replace(folder, target)
+            except OSError as error:
+                _say(f"{target}: could not recover it from {folder.name} ({error})")
+            else:
+                recovered.append(target)
+                _say(f"{target}: recovered from {folder.name} (the {'new' if new else 'previous'}"
+                     " copy; a save was interrupted before renaming it into place)")
+                continue
+        shutil.rmtree(folder, ignore_errors=True)
+        _say(f"{parent}: {'could not remove' if folder.exists() else 'removed'} "
+             f"{folder.name}, left by an interrupted checkpoint save")
+    return recovered
 
 
 def _say(message: str) -> None:
     print(f"transformer_book: {message}", file=sys.stderr)
-
-
-def tidy(parent: str | Path) -> list[Path]:
-    """Recover and clean the leftovers of saves in ``parent`` that are over (see the module
-    docstring); return the checkpoints recovered.
-
-    Each recovery and removal is reported on stderr; a folder that cannot be renamed or
-    removed (a read-only copy of a run) is reported and left as it is.
-    """
-    parent = Path(parent)
-    groups: dict[str, list[tuple[str, Path]]] = {}  # target -> [(kind, folder)], old first
-    for path in sorted(parent.iterdir()) if parent.is_dir() else []:
-        match = _LEFTOVER.fullmatch(path.name)
-        if match and path.is_dir() and not path.is_symlink() and _over(parent, match):
-            groups.setdefault(match["target"], []).append((match["kind"], path))
-    recovered = []
-    for target, group in sorted(groups.items()):
-        destination = parent / target
-        sources = [] if destination.exists() else sorted(
-            (kind, folder) for kind, folder in group if kind == "old" or _complete(folder))
-        if sources:
-            kind, source = sources[-1]  # a complete new copy, else the old one
-            try:
-                os.replace(source, destination)
-            except OSError as error:
-                if not destination.exists():  # else another process recovered it just now
-                    _say(f"{destination}: could not recover it from {source.name} ({error})")
-            else:
-                recovered.append(destination)
-                what = "the new copy" if kind == "tmp" else "the previous copy"
-                _say(f"{destination}: recovered from {source.name} ({what}; a save was "
-                     "interrupted before renaming it into place)")
-        for _, folder in group:
-            if folder.exists():
-                shutil.rmtree(folder, ignore_errors=True)
-                state = "could not remove" if folder.exists() else "removed"
-                _say(f"{parent}: {state} {folder.name}, left by an interrupted checkpoint save")
-    return recovered
