@@ -526,9 +526,12 @@ def test_a_half_written_save_is_removed_and_reported(tmp_path, capsys):
         capsys.readouterr().err
 
 
-def test_leftovers_of_running_processes_and_other_machines_stay(tmp_path, capsys, monkeypatch):
+@pytest.mark.parametrize("relative", [False, True], ids=["absolute", "relative"])
+def test_leftovers_of_running_processes_and_other_machines_stay(tmp_path, capsys, monkeypatch,
+                                                                relative):
     """A listing while a save runs (in this process, as another thread would list) leaves
-    the save's folder alone, and those of other running processes and other machines."""
+    the save's folder alone, whether the save named its folder by a relative path or not,
+    and those of other running processes and other machines."""
     running = _leftover(tmp_path, checkpoint_name(20), "tmp", os.getppid())
     other_host = _leftover(tmp_path, checkpoint_name(30), "tmp", _dead_pid(), host="elsewhere")
     real_write, seen = saves.atomic_write_bytes, []
@@ -538,7 +541,9 @@ def test_leftovers_of_running_processes_and_other_machines_stay(tmp_path, capsys
         return real_write(path, data)
 
     monkeypatch.setattr(saves, "atomic_write_bytes", write)
-    save_checkpoint(tmp_path / checkpoint_name(40), _model(), config={}, step=40)
+    monkeypatch.chdir(tmp_path)
+    save_checkpoint(checkpoint_name(40) if relative else tmp_path / checkpoint_name(40),
+                    _model(), config={}, step=40)
     monkeypatch.undo()
     assert seen and all(found == [] and own for found, own in seen)
     assert list_checkpoints(tmp_path) == [tmp_path / checkpoint_name(40)]

@@ -165,8 +165,8 @@ def _write(files: dict[str, bytes], target: Path) -> Path:
     process's hidden sibling of ``target``, and swap it in."""
     target.parent.mkdir(parents=True, exist_ok=True)
     tidy(target.parent)
-    temp = _hidden(target, "tmp")
-    _SAVING.add(target)  # its hidden folders are no leftovers while this save runs
+    temp, key = _hidden(target, "tmp"), os.path.abspath(target)
+    _SAVING.add(key)  # its hidden folders are no leftovers while this save runs
     try:
         temp.mkdir()
         for name, data in files.items():
@@ -177,7 +177,7 @@ def _write(files: dict[str, bytes], target: Path) -> Path:
         shutil.rmtree(temp, ignore_errors=True)
         raise
     finally:
-        _SAVING.discard(target)
+        _SAVING.discard(key)
     return target
 
 
@@ -434,7 +434,7 @@ def prune_checkpoints(run_dir: str | Path, keep_last: int, pattern: str = "step_
 
 _HOST = re.sub(r"[^A-Za-z0-9]", "_", socket.gethostname()) or "host"
 _LEFTOVER = re.compile(r"\.(?P<target>.+)\.(?P<kind>tmp|old)-(?P<host>\w+)-(?P<pid>\d+)")
-_SAVING: set[Path] = set()  # the checkpoints this process is saving now
+_SAVING: set[str] = set()  # the checkpoints this process is saving now (absolute paths)
 
 
 def _hidden(target: Path, kind: str) -> Path:
@@ -451,7 +451,7 @@ def _over(parent: Path, match: re.Match[str]) -> bool:
     if match["host"] != _HOST:
         return False
     if pid == os.getpid():
-        return parent / match["target"] not in _SAVING
+        return os.path.abspath(parent / match["target"]) not in _SAVING
     try:
         os.kill(pid, 0)
     except OSError as error:  # PermissionError: another user's running process
