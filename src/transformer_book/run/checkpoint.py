@@ -473,7 +473,8 @@ def tidy(parent: str | Path) -> list[Path]:
             try:  # a missing checkpoint: from its complete new copy, else from its old one
                 os.replace(folder, target)
             except OSError as error:
-                _say(f"{target}: could not recover it from {folder.name} ({error})")
+                if not target.exists():  # else another process recovered it just now
+                    _say(f"{target}: could not recover it from {folder.name} ({error})")
             else:
                 recovered.append(target)
                 _say(f"{target}: recovered from {folder.name} (the {'new' if new else 'previous'}"
