@@ -3,7 +3,7 @@
 A checkpoint is a folder::
 
     step_00001000/
-        model.safetensors   the weights (tied tensors stored once, under their first name)
+        model.safetensors   the weights (Section 3.4's tied ones stored once, by first name)
         tokenizer.json      optional: the BPE tokenizer the model was trained with
         optimizer.pt        optional: optimizer + schedule states, plain tensors and numbers
         rng.json            torch / CUDA / python / numpy RNG states, as JSON
@@ -13,14 +13,15 @@ A checkpoint is a folder::
 
 **Saving** writes every file, flushed, into the hidden ``.step_N.tmp-<host>-<pid>``, then
 renames it into place; a checkpoint already there is first renamed to
-``.step_N.old-<host>-<pid>``, and deleted once the new one is in. **Loading** reads each
-listed file once, checks its bytes against the manifest and parses those same bytes; a
-checkpoint.json that differs from checkpoint.sha256 is refused. **A killed save** leaves
-its hidden folders: :func:`tidy` (run by every save and listing, and on loading a missing
-folder) takes those of processes no longer running on this machine. A checkpoint missing
-(killed before or between the renames) comes back from its new copy if complete, else
-from its old one; the rest is deleted; each is reported on stderr. Section 6.1 averages
-the last 5 checkpoints' weights (:func:`load_weights`).
+``.step_N.old-<host>-<pid>``, and deleted once the new one is in: a save cut short at any
+point leaves the previous checkpoint intact. **Loading** reads each listed file once,
+checks its bytes against the manifest and parses those same bytes; a checkpoint.json that
+differs from checkpoint.sha256 is refused. **A killed save** leaves its hidden folders:
+:func:`tidy` (run by every save and listing, and on loading a missing folder) takes those
+of processes no longer running on this machine. A checkpoint missing (killed before or
+between the renames) comes back from its new copy if complete, else from its old one; the
+rest is deleted; each is reported on stderr. Section 6.1 averages the last 5 checkpoints'
+weights (:func:`load_weights`).
 """
 
 from __future__ import annotations
