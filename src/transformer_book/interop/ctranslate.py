@@ -172,7 +172,8 @@ class TranslatorProcess:
     def close(self) -> None:
         """End the process (it finishes the translation it is running first)."""
         if self._process.is_alive():
-            self._conn.send(None)
+            with contextlib.suppress(OSError):  # it may be ending just now, after an error
+                self._conn.send(None)
         self._process.join()
         self._conn.close()
 
