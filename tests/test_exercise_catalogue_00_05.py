@@ -812,7 +812,8 @@ WRONG = [
      "a-string-not-a-tuple"),
     ("01.2", padding_ignores_batch_size, VALUES, "ignores-batch-size"),
     ("01.2", padding_one_draw_too_many, VALUES, "batch-size-off-by-one"),
-    ("01.2", padding_cdf_off_by_one, VALUES, "cdf-off-by-one"),
+    # all lengths 1 (one fresh case in 60) make its E[max] zero: it divides by zero
+    ("01.2", padding_cdf_off_by_one, f"({RAISED}|{VALUES})", "cdf-off-by-one"),
     ("01.2", padding_distinct_lengths, VALUES, "distinct-lengths-only"),
     ("01.2", padding_share_of_real_tokens, VALUES, "share-of-real-tokens"),
     ("02.1", rnn_only_top_state, "h_n for " + VALUES[4:], "h_n-of-the-top-layer-only"),
