@@ -5,8 +5,8 @@ Run as its own process::
     python tests/export_fault_wrapper.py MODE CHECKPOINT OUT
 
 The export of ``CHECKPOINT`` to ``OUT`` (an earlier export already there) is cut short, as
-a ``kill -9`` or a power cut would, by patching :mod:`transformer_book.interop` in this
-process only:
+a ``kill -9`` or a power cut would, by patching :mod:`transformer_book.interop` and
+:mod:`transformer_book.util.folders` in this process only:
 
 - ``write``: while the temporary folder is being written (the weights and tokenizer saved,
   the check, the model card and the marker not yet);
@@ -26,7 +26,8 @@ from pathlib import Path
 
 import torch
 
-from transformer_book.interop import export_folder, hf_export
+from transformer_book.interop import hf_export
+from transformer_book.util import folders
 
 MODES = ("write", "swap", "cleanup", "between")
 
@@ -47,19 +48,19 @@ def arm(mode: str) -> None:
 
         hf_export._name_tokenizer_class = name_then_die
     elif mode == "swap":
-        export_folder._exchange = _die
+        folders._exchange = _die
     elif mode == "cleanup":
-        export_folder._discard = _die
+        folders._discard = _die
     else:
-        real_aside = export_folder._move_aside
+        real_replace = os.replace
 
-        def aside_then_die(out: Path) -> Path:
-            real_aside(out)
-            _die()
-            raise AssertionError("unreachable: the process was killed")
+        def replace_then_die(src: Path, dst: Path) -> None:
+            real_replace(src, dst)
+            if ".old-" in Path(dst).name:  # the first rename: the old export moved aside
+                _die()
 
-        export_folder._exchange = lambda first, second: False
-        export_folder._move_aside = aside_then_die
+        folders._exchange = lambda first, second: False
+        os.replace = replace_then_die
 
 
 def main(argv: list[str]) -> None:

@@ -6,13 +6,15 @@ Run as its own process::
 
 ``CONFIG_JSON`` is a file holding ``RunConfig.to_dict()``. The save of the checkpoint of
 optimizer step ``STEP`` is cut short, as a ``kill -9`` or a power cut would, by patching the
-internals of :mod:`transformer_book.run.checkpoint` in this process only:
+internals of :mod:`transformer_book.run.checkpoint` and :mod:`transformer_book.util.folders`
+in this process only:
 
 - ``write``: while the checkpoint is being written (the weights, the optimizer state and
   the tokenizer in the temporary folder; the RNG states and ``checkpoint.json`` not yet);
 - ``rename``: once the temporary folder is complete, before its rename into place;
-- ``between``: between the two renames that replace an existing checkpoint (the old copy
-  moved away, the new one not yet in). The loop writes each step once, so the checkpoint is
+- ``between``: between the two renames that replace an existing checkpoint where the
+  system cannot exchange two folders in one step (the old copy moved away, the new one not
+  yet in). The loop writes each step once, so the checkpoint is
   first put in place as an earlier save of the same step would have (a rerun of the step).
 """
 
@@ -30,6 +32,7 @@ import torch
 from transformer_book.run import checkpoint
 from transformer_book.run.config import RunConfig
 from transformer_book.train.loop import train
+from transformer_book.util import folders
 
 MODES = ("write", "rename", "between")
 
@@ -53,7 +56,7 @@ def arm(mode: str, step: int) -> None:
 
         checkpoint.atomic_write_bytes = write_file
         return
-    real_swap = checkpoint._swap_in
+    real_swap = folders._swap_in
     real_replace = os.replace
 
     def swap_in(temp: Path, target: Path) -> None:
@@ -69,13 +72,14 @@ def arm(mode: str, step: int) -> None:
             real_replace(src, dst)
 
         os.replace = replace
+        folders._exchange = lambda first, second: False  # as on a system without it
         try:
             real_swap(temp, target)
         finally:
             os.replace = real_replace
         return None
 
-    checkpoint._swap_in = swap_in
+    folders._swap_in = swap_in
 
 
 def main(argv: list[str]) -> None:

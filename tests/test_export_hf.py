@@ -25,7 +25,6 @@ from transformer_book.data.tokenizer import BPETokenizer
 from transformer_book.inference.greedy import greedy_decode
 from transformer_book.inference.trained import load_trained
 from transformer_book.interop import ctranslate, hf_export
-from transformer_book.interop.export_folder import recover_leftovers
 from transformer_book.interop.hf_export import (
     MARKER,
     export_checkpoint,
@@ -36,6 +35,7 @@ from transformer_book.nn.config import TransformerConfig
 from transformer_book.nn.transformer import Transformer
 from transformer_book.run.checkpoint import checkpoint_name, save_checkpoint
 from transformer_book.run.config import RunConfig
+from transformer_book.util.folders import tidy
 from transformer_book.util.validation import BookError
 
 F64 = torch.float64
@@ -379,10 +379,12 @@ def test_a_kill_during_an_export_leaves_the_old_or_the_new_one(fitted, tmp_path,
                            env={**os.environ, "OMP_NUM_THREADS": "1"})
     assert child.returncode == -signal.SIGKILL, child.stderr[-2000:]
     left_behind = sorted(p.name.split("-")[0] for p in tmp_path.iterdir() if p.name != "hf")
-    if left is None:  # the old export aside, the new one complete in its temporary folder
+    if left is None:  # the old export aside, the new one complete in its hidden folder
         assert not out.exists() and left_behind == [".hf.old", ".hf.tmp"], left_behind
-        assert [p.name[:8] for p in recover_leftovers(out, MARKER)] == [".hf.tmp-"]
-        left = 20
+        assert sorted(p.name[:8] for p in tidy(tmp_path, MARKER, "hf")) == [".hf.old-",
+                                                                             ".hf.tmp-"]
+        assert "hf: recovered from .hf.tmp-" in capsys.readouterr().err
+        left = 40
     else:
         assert left_behind == [".hf.tmp"], left_behind
     steps = json.loads((out / MARKER).read_text())["steps"]
@@ -392,6 +394,6 @@ def test_a_kill_during_an_export_leaves_the_old_or_the_new_one(fitted, tmp_path,
     capsys.readouterr()
     assert main(["export", "--checkpoint", str(fitted), "--out", str(out)]) == 0
     if mode != "between":
-        assert "removed what an interrupted export left: .hf." in capsys.readouterr().out
+        assert f"{tmp_path}: removed .hf.tmp-" in capsys.readouterr().err
     assert [p.name for p in tmp_path.iterdir()] == ["hf"]
     assert json.loads((out / MARKER).read_text())["steps"] == [40]

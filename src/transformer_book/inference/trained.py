@@ -31,16 +31,17 @@ from transformer_book.nn.config import TransformerConfig
 from transformer_book.nn.transformer import Transformer
 from transformer_book.run.checkpoint import (
     METADATA,
+    METADATA_HASH,
     TOKENIZER,
     list_checkpoints,
     load_checkpoint,
     off_grid_steps,
     read_metadata,
     read_step,
-    tidy,
 )
 from transformer_book.run.config import RunConfig
 from transformer_book.util.env import require_device
+from transformer_book.util.folders import tidy
 from transformer_book.util.validation import is_real, require, require_one_of, require_positive_int
 
 __all__ = ["SELECTIONS", "TrainedModel", "load_trained", "resolve_checkpoint"]
@@ -78,12 +79,12 @@ def resolve_checkpoint(path: str | Path) -> Path:
     """A checkpoint folder, or the newest checkpoint of a run folder (``runs/small``).
 
     The leftovers of an interrupted save are dealt with first
-    (:func:`transformer_book.run.checkpoint.tidy`): a checkpoint missing after a crash between the
+    (:func:`transformer_book.util.folders.tidy`): a checkpoint missing after a crash between the
     renames of its save is recovered, so a run folder gives its newest complete checkpoint.
     """
     path = Path(path)
     if not path.exists() and path.parent.is_dir():
-        tidy(path.parent)  # a checkpoint named but missing: perhaps a save's crash
+        tidy(path.parent, METADATA_HASH)  # a checkpoint named but missing: perhaps a save's crash
     require(path.exists(), "checkpoint", "an existing checkpoint or run folder", str(path))
     if (path / METADATA).is_file():
         return path

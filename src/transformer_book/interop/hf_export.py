@@ -26,9 +26,9 @@ computes to other float32 values than the course's table. Before the folder is p
 the export loads it back with ``transformers`` and compares its logits with the course
 model's in float64 on a padded batch.
 
-The export is a transaction (:mod:`~transformer_book.interop.export_folder`): written
-next to ``out`` under a temporary name and exchanged with ``out`` in one step, so a kill at
-any moment leaves the old export or the new one there, and the next export deletes what an
+The export is a transaction (:func:`~transformer_book.util.folders.replacing`): written
+next to ``out`` under a hidden name and exchanged with ``out`` in one step, so a kill at
+any moment leaves the old export or the new one there, and the next export tidies what an
 interrupted one left. ``out`` must be new, empty, or an earlier export (recognised by its
 ``transformer_book_export.json``, which lists the files it wrote) holding only its own
 files; any other folder is refused, so an export never deletes files it did not write.
@@ -40,7 +40,6 @@ import argparse
 import contextlib
 import copy
 import json
-import shutil
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -57,17 +56,12 @@ from transformers import (
 
 from transformer_book.data.tokenizer import SPECIAL_TOKENS
 from transformer_book.inference.trained import TrainedModel, load_trained
-from transformer_book.interop.export_folder import (
-    check_replaceable,
-    exported_files,
-    new_temporary,
-    recover_leftovers,
-    swap_into_place,
-)
+from transformer_book.interop.export_folder import check_replaceable, exported_files
 from transformer_book.nn.config import TransformerConfig
 from transformer_book.nn.transformer import Transformer
 from transformer_book.run.checkpoint import TOKENIZER
 from transformer_book.util.files import atomic_write_json, atomic_write_text
+from transformer_book.util.folders import replacing, tidy
 from transformer_book.util.records import git_commit
 from transformer_book.util.validation import require, require_positive_int
 
@@ -323,19 +317,18 @@ def export_model(trained: TrainedModel, out: str | Path, argument: str = "out"
     """Write ``trained`` (from :func:`load_trained`) as a Marian folder at ``out`` (see
     the module docstring): built, saved into a temporary sibling, loaded back and compared
     in float64 (max |Δlogit| <= 1e-9, else an ``AssertionError``: a bug), then renamed."""
-    recover_leftovers(out, MARKER)
+    out = Path(out)
+    tidy(out.parent, MARKER, out.name)
     out = check_output_folder(out, argument)
     steps = list(trained.selection.get("averaged_steps", [trained.step]))
     marian = to_marian(trained.model)
-    temp = new_temporary(out)
-    try:
-        with quiet_transformers():
-            marian.save_pretrained(temp)
-            _generation_config(trained.model_config).save_pretrained(temp)
-            _tokenizer(trained.checkpoints[-1] / TOKENIZER,
-                       trained.model_config.max_len).save_pretrained(temp)
-            _name_tokenizer_class(temp / "tokenizer_config.json")
-            loaded = AutoModelForSeq2SeqLM.from_pretrained(temp)
+    with replacing(out, MARKER) as temp, quiet_transformers():
+        marian.save_pretrained(temp)
+        _generation_config(trained.model_config).save_pretrained(temp)
+        _tokenizer(trained.checkpoints[-1] / TOKENIZER,
+                   trained.model_config.max_len).save_pretrained(temp)
+        _name_tokenizer_class(temp / "tokenizer_config.json")
+        loaded = AutoModelForSeq2SeqLM.from_pretrained(temp)
         difference = logit_difference(trained.model, loaded)
         assert difference <= 1e-9, f"exported logits differ by {difference}"
         atomic_write_text(temp / "README.md", _card(trained, steps))
@@ -348,10 +341,6 @@ def export_model(trained: TrainedModel, out: str | Path, argument: str = "out"
                                     "perm = (0, 2, ..., d-2, 1, 3, ..., d-1)",
             "max_abs_logit_difference_float64": difference,
             "transformers": transformers.__version__, "git": git_commit()})
-        swap_into_place(temp, out)
-    except BaseException:
-        shutil.rmtree(temp, ignore_errors=True)
-        raise
     parameters = sum(p.numel() for name, p in loaded.named_parameters()  # tables left out
                      if not name.endswith("embed_positions.weight"))
     return ExportResult(out, steps, parameters, difference, list(trained.checkpoints))
@@ -373,9 +362,6 @@ def export_command(args: argparse.Namespace) -> int:
     """``transformer-book export``: the arguments checked before anything is loaded."""
     if args.average is not None:
         require_positive_int(args.average, "--average")
-    removed = recover_leftovers(args.out, MARKER)
-    if removed:
-        print(f"removed what an interrupted export left: {', '.join(p.name for p in removed)}")
     check_output_folder(args.out, "--out")
     trained = load_trained(args.checkpoint, average=args.average)
     check_exportable(trained.model_config, f"--checkpoint {args.checkpoint}")

@@ -18,7 +18,6 @@ from transformer_book.run.checkpoint import (
     read_metadata,
     read_step,
     save_checkpoint,
-    tidy,
 )
 from transformer_book.run.config import (
     ADAM_BETA1,
@@ -38,5 +37,5 @@ __all__ = [
     "OPTIMIZER", "PRECISIONS", "RNG", "TOKENIZER", "WEIGHTS", "DataSection", "DecodeSection",
     "ModelSection", "RunConfig", "TrainSection", "checkpoint_name", "describe_mismatch",
     "list_checkpoints", "load_checkpoint", "load_run_config",
-    "load_weights", "prune_checkpoints", "read_metadata", "read_step", "save_checkpoint", "tidy",
+    "load_weights", "prune_checkpoints", "read_metadata", "read_step", "save_checkpoint",
 ]

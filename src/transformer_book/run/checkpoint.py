@@ -1,27 +1,20 @@
-"""Checkpoints: safetensors weights, one hashed manifest, atomic saves that survive a kill.
+"""Checkpoints: safetensors weights and a hashed manifest, saved as one step.
 
 A checkpoint is a folder::
 
     step_00001000/
-        model.safetensors   the weights (Section 3.4's tied ones stored once, by first name)
+        model.safetensors   the weights (Section 3.4's tied ones once, under the first name)
         tokenizer.json      optional: the BPE tokenizer the model was trained with
-        optimizer.pt        optional: optimizer + schedule states, plain tensors and numbers
-        rng.json            torch / CUDA / python / numpy RNG states, as JSON
-        checkpoint.json     the manifest: step, config, ``extra`` run state, ``tied``
-                            (``{dropped: kept}``) and the sha256 of every file above
+        optimizer.pt        optional: optimizer and schedule states, plain tensors and numbers
+        rng.json            the torch / CUDA / python / numpy RNG states
+        checkpoint.json     the manifest: step, config, ``extra`` (where the run stands),
+                            ``tied`` ({dropped: kept}) and the sha256 of each file above
         checkpoint.sha256   the sha256 of checkpoint.json, written last: the folder is complete
 
-**Saving** writes every file, flushed, into the hidden ``.step_N.tmp-<host>-<pid>``, then
-renames it into place; a checkpoint already there is first renamed to
-``.step_N.old-<host>-<pid>``, and deleted once the new one is in: a save cut short at any
-point leaves the previous checkpoint intact. **Loading** reads each listed file once,
-checks its bytes against the manifest and parses those same bytes; a checkpoint.json that
-differs from checkpoint.sha256 is refused. **A killed save** leaves its hidden folders:
-:func:`tidy` (run by every save and listing, and on loading a missing folder) takes those
-of processes no longer running on this machine. A checkpoint missing (killed before or
-between the renames) comes back from its new copy if complete, else from its old one; the
-rest is deleted; each is reported on stderr. Section 6.1 averages the last 5 checkpoints'
-weights (:func:`load_weights`).
+**Saving** writes each file, flushed, into a hidden sibling and puts it in place as one step
+(:func:`~transformer_book.util.folders.replacing`); a kill leaves the previous checkpoint or
+the new one, and every save and listing tidies what a killed save left. **Loading** reads
+each file once and checks those bytes against the manifest before parsing them.
 """
 
 from __future__ import annotations
@@ -29,24 +22,21 @@ from __future__ import annotations
 import hashlib
 import io
 import json
-import os
 import pickle
 import platform
 import re
 import shutil
-import socket
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import torch
 from safetensors import SafetensorError
 from safetensors.torch import load, save
 from torch import nn
 
-from transformer_book.util.files import atomic_write_bytes, fsync_path
+from transformer_book.util.files import atomic_write_bytes
+from transformer_book.util.folders import replacing, tidy
 from transformer_book.util.rng import capture_rng_state
 from transformer_book.util.validation import (
     bad_input,
@@ -59,14 +49,12 @@ from transformer_book.util.validation import (
 __all__ = ["FORMAT_VERSION", "METADATA", "METADATA_HASH", "OPTIMIZER", "RNG", "TOKENIZER",
            "WEIGHTS", "checkpoint_name", "describe_mismatch", "list_checkpoints",
            "load_checkpoint", "load_weights", "off_grid_steps", "prune_checkpoints",
-           "read_metadata", "read_step", "save_checkpoint", "tidy"]
+           "read_metadata", "read_step", "save_checkpoint"]
 
 WEIGHTS, TOKENIZER, OPTIMIZER = "model.safetensors", "tokenizer.json", "optimizer.pt"
 RNG, METADATA, METADATA_HASH = "rng.json", "checkpoint.json", "checkpoint.sha256"
-#: The files ``checkpoint.json["sha256"]`` may list, in the order they are written and read.
-FILES = (WEIGHTS, TOKENIZER, OPTIMIZER, RNG)
-#: 2: ``checkpoint.sha256`` protects ``checkpoint.json`` (format 1, without it, is refused).
-FORMAT_VERSION = 2
+FILES = (WEIGHTS, TOKENIZER, OPTIMIZER, RNG)  # those the manifest may list, in writing order
+FORMAT_VERSION = 2  # 2: checkpoint.sha256 protects checkpoint.json (format 1 is refused)
 
 
 def checkpoint_name(step: int) -> str:
@@ -83,23 +71,16 @@ def _stamp(manifest: bytes) -> str:
 
 
 def save_checkpoint(
-    directory: str | Path,
-    model: nn.Module,
-    *,
-    config: dict[str, Any],
-    step: int,
-    tokenizer_path: str | Path | None = None,
-    optimizer: torch.optim.Optimizer | None = None,
-    scheduler: Any | None = None,
-    extra: dict[str, Any] | None = None,
+    directory: str | Path, model: nn.Module, *, config: dict[str, Any], step: int,
+    tokenizer_path: str | Path | None = None, optimizer: torch.optim.Optimizer | None = None,
+    scheduler: Any | None = None, extra: dict[str, Any] | None = None,
     rng_state: dict[str, Any] | None = None,
 ) -> Path:
     """Write the checkpoint folder ``directory`` atomically (replacing one there); return it.
 
-    ``config`` (model and run configuration) and ``extra`` (where the run stands) must be
-    JSON-serialisable; ``step`` counts the optimizer updates so far; ``tokenizer_path`` is
-    the tokenizer file to copy; ``optimizer`` and ``scheduler`` are saved for resuming;
-    ``rng_state`` (from :func:`capture_rng_state`) is captured now when omitted.
+    ``config`` and ``extra`` must be JSON-serialisable; ``step`` counts the optimizer updates
+    so far; ``tokenizer_path`` is the tokenizer file to copy; ``optimizer`` and ``scheduler``
+    are saved for resuming; ``rng_state`` (:func:`capture_rng_state`) is captured when omitted.
     """
     require(isinstance(model, nn.Module), "model", "a torch.nn.Module", type(model).__name__)
     require_int(step, "step", minimum=0)
@@ -118,17 +99,15 @@ def save_checkpoint(
         files[OPTIMIZER] = buffer.getvalue()
     files[RNG] = _json_bytes(rng_state if rng_state is not None else capture_rng_state())
     manifest = _json_bytes({
-        "format_version": FORMAT_VERSION, "step": step, "config": config,
-        "tokenizer": TOKENIZER if TOKENIZER in files else None, "tied": tied,
-        "num_tensors": len(tensors), "num_parameters": sum(p.numel() for p in model.parameters()),
-        "environment": {"torch": torch.__version__, "numpy": np.__version__,
-                        "python": platform.python_version(),
-                        "cuda_rng_states": torch.cuda.device_count()
-                        if torch.cuda.is_available() else 0},
-        "sha256": {name: hashlib.sha256(data).hexdigest() for name, data in files.items()},
-        "extra": extra})
+        "format_version": FORMAT_VERSION, "step": step, "config": config, "extra": extra,
+        "tied": tied, "environment": {"torch": torch.__version__,
+                                      "python": platform.python_version()},
+        "sha256": {name: hashlib.sha256(data).hexdigest() for name, data in files.items()}})
     files[METADATA], files[METADATA_HASH] = manifest, _stamp(manifest).encode()
-    return _write(files, Path(directory))
+    with replacing(Path(directory), METADATA_HASH) as temp:
+        for name, data in files.items():  # each flushed; checkpoint.sha256 last
+            atomic_write_bytes(temp / name, data)
+    return Path(directory)
 
 
 def _json_ready(value: Any, argument: str) -> Any:
@@ -144,53 +123,21 @@ def _json_bytes(data: Any) -> bytes:
 
 
 def _split_tied(state: dict[str, torch.Tensor]) -> tuple[dict[str, torch.Tensor], dict[str, str]]:
-    """The tensors to store, as contiguous CPU copies that share no memory (as safetensors
-    requires), each group of identical (tied) ones once, under its first name; and
-    ``{dropped_name: kept_name}``. Views that only overlap are stored apart."""
+    """Contiguous CPU copies to store (safetensors refuses shared memory), each group of
+    identical (tied) tensors once, under its first name; and ``{dropped: kept}``. Views
+    that only overlap are stored apart; empty tensors have no memory to share."""
     kept: dict[tuple[Any, ...], str] = {}
     tensors: dict[str, torch.Tensor] = {}
     tied: dict[str, str] = {}
     for name, tensor in state.items():
         view = (tensor.device, tensor.data_ptr(), tensor.shape, tensor.stride(), tensor.dtype)
-        if tensor.numel() and view in kept:  # empty tensors have no memory to share
+        if tensor.numel() and view in kept:
             tied[name] = kept[view]
         else:
             kept[view] = name
             tensors[name] = tensor.detach().to("cpu", memory_format=torch.contiguous_format,
                                                copy=True)
     return tensors, tied
-
-
-def _write(files: dict[str, bytes], target: Path) -> Path:
-    """Write ``files``, each flushed, in order (``checkpoint.sha256`` last) into this
-    process's hidden sibling of ``target``, and swap it in."""
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tidy(target.parent)
-    temp, key = _hidden(target, "tmp"), os.path.abspath(target)
-    _SAVING.add(key)  # its hidden folders are no leftovers while this save runs
-    try:
-        temp.mkdir()
-        for name, data in files.items():
-            atomic_write_bytes(temp / name, data)
-        fsync_path(temp)
-        _swap_in(temp, target)
-    except BaseException:
-        shutil.rmtree(temp, ignore_errors=True)
-        raise
-    finally:
-        _SAVING.discard(key)
-    return target
-
-
-def _swap_in(temp: Path, target: Path) -> None:
-    """Rename the complete ``temp`` to ``target``, a checkpoint there renamed aside first
-    and deleted once the new one is in (a kill in between is for :func:`tidy`)."""
-    old = _hidden(target, "old")
-    if target.exists():
-        os.replace(target, old)
-    os.replace(temp, target)
-    fsync_path(target.parent)
-    shutil.rmtree(old, ignore_errors=True)
 
 
 # ----------------------------------------------------------------------------- loading
@@ -214,13 +161,12 @@ _REQUIRED = ("format_version", "step", "sha256")
 
 
 def read_metadata(directory: str | Path) -> dict[str, Any]:
-    """``checkpoint.json`` of a checkpoint folder, checked against ``checkpoint.sha256``
-    and field by field; the files it lists are not read (:func:`load_checkpoint` verifies
-    them). Anything missing, edited or malformed is a :class:`BookError` naming the file
-    (and the field)."""
+    """``checkpoint.json``, checked against ``checkpoint.sha256`` and field by field (the
+    files it lists are verified by :func:`load_checkpoint`). Anything missing, edited or
+    malformed is a :class:`BookError` naming the file and the field."""
     directory = Path(directory)
     if not directory.exists():
-        tidy(directory.parent)  # perhaps missing after a kill between a save's renames
+        tidy(directory.parent, METADATA_HASH)  # perhaps a kill between a save's renames
     meta_path, hash_path = directory / METADATA, directory / METADATA_HASH
     require(_plain(meta_path), "directory", f"a checkpoint folder with {METADATA}",
             str(directory))
@@ -261,14 +207,12 @@ def _json_object(path: Path, data: bytes, what: str) -> dict[str, Any]:
 
 
 def _open(directory: Path) -> tuple[dict[str, Any], dict[str, bytes]]:
-    """A checkpoint's metadata and the bytes of every file it lists, each read once and
-    checked against its sha256. A checkpoint file present but not listed is refused (it
-    would be read unverified)."""
-    metadata = read_metadata(directory)
-    hashes, files = metadata["sha256"], {}
+    """The metadata and the bytes of each file it lists, read once and checked against its
+    sha256. A checkpoint file present but not listed is refused: it would go unverified."""
+    metadata, files = read_metadata(directory), {}
     for name in FILES:
-        path = directory / name
-        if name not in hashes:
+        path, digest = directory / name, metadata["sha256"].get(name)
+        if digest is None:
             require(not path.exists(), str(path), f"a file listed in {METADATA} (or none)",
                     "a file that is not listed, so it cannot be verified")
             continue
@@ -277,8 +221,8 @@ def _open(directory: Path) -> tuple[dict[str, Any], dict[str, bytes]]:
                 "a link or a folder")
         files[name] = path.read_bytes()
         actual = hashlib.sha256(files[name]).hexdigest()
-        require(actual == hashes[name], str(path),
-                f"sha256 {hashes[name]} (corrupted or modified file)", f"sha256 {actual}")
+        require(actual == digest, str(path), f"sha256 {digest} (corrupted or modified file)",
+                f"sha256 {actual}")
     return metadata, files
 
 
@@ -299,8 +243,8 @@ def _weights(directory: Path, metadata: dict[str, Any], files: dict[str, bytes],
 
 def load_weights(directory: str | Path, map_location: str | torch.device = "cpu"
                  ) -> dict[str, torch.Tensor]:
-    """A checkpoint's weights as a state dict (every listed file verified first), tied names
-    all present again: it loads with ``model.load_state_dict``."""
+    """A checkpoint's verified weights as a state dict, tied names all present again: it
+    loads with ``model.load_state_dict``."""
     directory = Path(directory)
     return _weights(directory, *_open(directory), map_location)
 
@@ -308,9 +252,9 @@ def load_weights(directory: str | Path, map_location: str | torch.device = "cpu"
 def describe_mismatch(
     expected: dict[str, torch.Tensor], got: dict[str, torch.Tensor], labels: str
 ) -> str:
-    """How state dict ``got`` differs from ``expected``: its missing and unexpected names
-    and its shape mismatches (each ``got`` vs ``expected``, which ``labels`` names, e.g.
-    ``"checkpoint vs model"``); ``""`` when they match."""
+    """How state dict ``got`` differs from ``expected``: missing and unexpected names, and
+    shapes (``got`` vs ``expected``, as ``labels`` names them, e.g. ``"checkpoint vs
+    model"``); ``""`` when they match."""
     missing, unexpected = sorted(set(expected) - set(got)), sorted(set(got) - set(expected))
     shapes = [f"{k}: {tuple(got[k].shape)} vs {tuple(expected[k].shape)}"
               for k in sorted(set(expected) & set(got)) if got[k].shape != expected[k].shape]
@@ -320,19 +264,14 @@ def describe_mismatch(
 
 
 def load_checkpoint(
-    directory: str | Path,
-    model: nn.Module | None = None,
-    optimizer: torch.optim.Optimizer | None = None,
-    scheduler: Any | None = None,
+    directory: str | Path, model: nn.Module | None = None,
+    optimizer: torch.optim.Optimizer | None = None, scheduler: Any | None = None,
     map_location: str | torch.device = "cpu",
 ) -> dict[str, Any]:
-    """Verify a checkpoint (each listed file read once), load it into the given objects and
-    return ``checkpoint.json``'s contents plus ``"rng_state"`` and ``"directory"``.
-
-    A corrupted file, or a ``model`` whose tensors differ (missing, unexpected and
-    mis-shaped names listed), is a :class:`BookError`. The RNG states are returned, not
-    restored (pass ``rng_state`` to :func:`restore_rng_state`).
-    """
+    """Verify a checkpoint (each listed file read once), load it into the objects given and
+    return ``checkpoint.json``'s contents with ``"rng_state"`` (for
+    :func:`restore_rng_state`) and ``"directory"``. A corrupted file, or a ``model`` whose
+    tensors differ (the names listed), is a :class:`BookError`."""
     directory = Path(directory)
     require(model is None or isinstance(model, nn.Module), "model", "a torch.nn.Module",
             type(model).__name__)
@@ -346,30 +285,28 @@ def load_checkpoint(
     if optimizer is not None or scheduler is not None:
         require(OPTIMIZER in files, "optimizer", f"a checkpoint saved with optimizer state "
                 f"({OPTIMIZER})", f"no {OPTIMIZER} in {directory}")
-        _load_resumables(directory / OPTIMIZER, files[OPTIMIZER], optimizer, scheduler,
-                         map_location)
+        _load_resumables(directory / OPTIMIZER, files[OPTIMIZER],
+                         {"optimizer": optimizer, "scheduler": scheduler}, map_location)
     rng_state = _json_object(directory / RNG, files[RNG], "RNG states") if RNG in files else None
     return {**metadata, "rng_state": rng_state, "directory": str(directory)}
 
 
-def _load_resumables(path: Path, data: bytes, optimizer: torch.optim.Optimizer | None,
-                     scheduler: Any | None, map_location: str | torch.device) -> None:
-    """Optimizer and schedule states from ``optimizer.pt``'s verified bytes; anything but
-    plain tensors and numbers, or a state that does not fit, is a BookError."""
+def _load_resumables(path: Path, data: bytes, objects: dict[str, Any],
+                     map_location: str | torch.device) -> None:
+    """Optimizer and schedule states from ``optimizer.pt``'s verified bytes into
+    ``objects``; anything but plain tensors and numbers, or a state that does not fit, is a
+    BookError."""
     try:
         saved = torch.load(io.BytesIO(data), map_location=map_location, weights_only=True)
     except (pickle.UnpicklingError, RuntimeError, EOFError, OSError) as error:
-        first_line = (str(error).strip().splitlines() or [""])[0]
         raise bad_input(str(path), "optimizer and schedule states of plain tensors and numbers "
                         "(torch.load with weights_only=True)",
-                        f"{type(error).__name__}: {first_line}"[:300]) from error
-    require(isinstance(saved, dict), str(path), "a dict with 'optimizer' and 'scheduler'",
-            type(saved).__name__)
-    for name, obj in (("optimizer", optimizer), ("scheduler", scheduler)):
+                        f"{type(error).__name__}: {str(error).strip()}"[:300]) from error
+    for name, obj in objects.items():
+        state = saved.get(name) if isinstance(saved, dict) else None
         if obj is not None:
-            state = saved.get(name)
             require(isinstance(state, dict), name, f"{name} state in {path}",
-                    "none" if state is None else type(state).__name__)
+                    type(state).__name__)
             try:
                 obj.load_state_dict(state)
             except (KeyError, ValueError, TypeError, IndexError) as error:
@@ -382,8 +319,8 @@ def _load_resumables(path: Path, data: bytes, optimizer: torch.optim.Optimizer |
 
 def list_checkpoints(run_dir: str | Path, pattern: str = "step_*") -> list[Path]:
     """Checkpoint folders in ``run_dir`` matching ``pattern``, sorted by their saved step,
-    after :func:`tidy`. A folder whose ``checkpoint.json`` is not valid is a
-    :class:`BookError` naming it, never skipped: a run is not silently resumed (or
+    once what killed saves left is tidied. A folder whose ``checkpoint.json`` is not valid
+    is a :class:`BookError` naming it, never skipped: a run is not silently resumed (or
     translated) from an older checkpoint than its newest."""
     return [path for _, path in _by_step(Path(run_dir), pattern)]
 
@@ -392,7 +329,7 @@ def _by_step(run_dir: Path, pattern: str) -> list[tuple[int, Path]]:
     """:func:`list_checkpoints` with each one's step (its ``checkpoint.json`` read once)."""
     if not run_dir.is_dir():
         return []
-    tidy(run_dir)
+    tidy(run_dir, METADATA_HASH)
     found = [(read_step(path), path.name, path) for path in run_dir.glob(pattern)
              if not path.name.startswith(".") and path.is_dir() and (path / METADATA).is_file()]
     return [(step, path) for step, _, path in sorted(found)]
@@ -405,9 +342,8 @@ def off_grid_steps(evals: Any, every: int) -> set[int]:
     averaging the last N takes (Section 6.1's were "written at 10-minute intervals")."""
     if not isinstance(evals, list):
         return set()
-    steps: list[int] = [e["step"] for e in evals if isinstance(e, dict)
-                        and is_integer(e.get("step"))]
-    return {step for step in steps if step % every != 0}
+    return {e["step"] for e in evals
+            if isinstance(e, dict) and is_integer(e.get("step")) and e["step"] % every != 0}
 
 
 def prune_checkpoints(run_dir: str | Path, keep_last: int, pattern: str = "step_*",
@@ -429,63 +365,3 @@ def prune_checkpoints(run_dir: str | Path, keep_last: int, pattern: str = "step_
     for path in doomed:
         shutil.rmtree(path)
     return doomed
-
-
-# ------------------------------------------------------- leftovers of interrupted saves
-
-_HOST = re.sub(r"[^A-Za-z0-9]", "_", socket.gethostname()) or "host"
-_LEFTOVER = re.compile(r"\.(?P<target>.+)\.(?P<kind>tmp|old)-(?P<host>\w+)-(?P<pid>\d+)")
-_SAVING: set[str] = set()  # the checkpoints this process is saving now (absolute paths)
-
-
-def _hidden(target: Path, kind: str) -> Path:
-    """The hidden sibling this process's save of ``target`` writes its new copy to (``kind``
-    ``"tmp"``) or moves the copy it replaces to (``"old"``)."""
-    return target.parent / f".{target.name}.{kind}-{_HOST}-{os.getpid()}"
-
-
-def _over(parent: Path, match: re.Match[str]) -> bool:
-    """Whether the save that left a hidden folder is over: made on this machine by a
-    process no longer running, or by this one outside a save of that checkpoint. Another
-    machine's folders are never judged."""
-    pid = int(match["pid"])
-    if match["host"] != _HOST:
-        return False
-    if pid == os.getpid():
-        return os.path.abspath(parent / match["target"]) not in _SAVING
-    try:
-        os.kill(pid, 0)
-    except OSError as error:  # PermissionError: another user's running process
-        return isinstance(error, ProcessLookupError)
-    return False
-
-
-def tidy(parent: str | Path) -> list[Path]:
-    """Take the leftovers of saves in ``parent`` that are over (see the module docstring)
-    and return the checkpoints put back in place. Each is reported on stderr; a folder
-    that cannot be renamed or removed (a read-only copy of a run) is reported and left."""
-    parent, recovered = Path(parent), []
-    found = [(match, path) for path in (parent.iterdir() if parent.is_dir() else [])
-             if (match := _LEFTOVER.fullmatch(path.name)) and path.is_dir()
-             and not path.is_symlink() and _over(parent, match)]
-    for match, folder in sorted(found, key=lambda pair: (pair[0]["kind"] == "old", pair[1])):
-        target, new = parent / match["target"], match["kind"] == "tmp"
-        if not target.exists() and (not new or _plain(folder / METADATA_HASH)):
-            try:  # a missing checkpoint: from its complete new copy, else from its old one
-                os.replace(folder, target)
-            except OSError as error:
-                if not target.exists():  # else another process recovered it just now
-                    _say(f"{target}: could not recover it from {folder.name} ({error})")
-            else:
-                recovered.append(target)
-                _say(f"{target}: recovered from {folder.name} (the {'new' if new else 'previous'}"
-                     " copy; a save was interrupted before renaming it into place)")
-                continue
-        shutil.rmtree(folder, ignore_errors=True)
-        _say(f"{parent}: {'could not remove' if folder.exists() else 'removed'} "
-             f"{folder.name}, left by an interrupted checkpoint save")
-    return recovered
-
-
-def _say(message: str) -> None:
-    print(f"transformer_book: {message}", file=sys.stderr)
