@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
@@ -57,3 +58,21 @@ def test_tidy_takes_one_folders_leftovers_when_named(tmp_path, capsys):
     assert f"{tmp_path / 'a'}: recovered from {mine.name} (the new copy;" in capsys.readouterr().err
     assert tidy(tmp_path, "DONE") == [other] and _contents(tmp_path) == ["a"]
     assert f"removed {other.name}, left by an interrupted write" in capsys.readouterr().err
+
+
+def test_files_written_private_become_readable_as_new_files_are(tmp_path):
+    """safetensors' save_file (Hugging Face's save_pretrained) makes 0600 files."""
+    previous = os.umask(0o022)
+    try:
+        with replacing(tmp_path / "out", "DONE") as temp:
+            (temp / "sub").mkdir()
+            for name in ("weights", "sub/more", "DONE"):
+                (temp / name).write_text("")
+                (temp / name).chmod(0o600)
+    finally:
+        os.umask(previous)
+    modes = {p.relative_to(tmp_path).as_posix(): p.stat().st_mode & 0o777
+             for p in (tmp_path / "out").rglob("*")}
+    assert modes == {"out/weights": 0o644, "out/sub": 0o755, "out/sub/more": 0o644,
+                     "out/DONE": 0o644}
+    assert (tmp_path / "out").stat().st_mode & 0o777 == 0o755

@@ -30,6 +30,7 @@ __all__ = [
     "new_directory",
     "require_writable",
     "sha256_file",
+    "share",
 ]
 
 
@@ -110,6 +111,15 @@ def new_directory(parent: str | os.PathLike[str], prefix: str) -> Path:
     directory = Path(tempfile.mkdtemp(prefix=prefix, dir=parent))
     os.chmod(directory, 0o777 & ~_umask())
     return directory
+
+
+def share(folder: str | os.PathLike[str]) -> None:
+    """Give every file under ``folder`` the mode a new file gets under the umask (0644 under
+    022): libraries that write their own files (safetensors' ``save_file``) make them 0600."""
+    mode = 0o666 & ~_umask()
+    for path in Path(folder).rglob("*"):
+        if path.is_file() and not path.is_symlink():
+            path.chmod(mode)
 
 
 def sha256_file(path: str | os.PathLike[str]) -> str:

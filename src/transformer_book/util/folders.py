@@ -24,7 +24,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from transformer_book.util.files import fsync_path
+from transformer_book.util.files import fsync_path, share
 
 __all__ = ["replacing", "tidy"]
 
@@ -36,7 +36,8 @@ _WRITING: set[str] = set()  # the folders this process is writing now (absolute 
 @contextmanager
 def replacing(target: Path, marker: str) -> Iterator[Path]:
     """An empty hidden sibling of ``target`` to fill, ``marker`` written last. When the
-    block ends it is put at ``target``, replacing a folder there; on an error it is deleted."""
+    block ends, its files get the umask's mode (:func:`share`) and it is put at ``target``,
+    replacing a folder there; on an error it is deleted."""
     target.parent.mkdir(parents=True, exist_ok=True)
     tidy(target.parent, marker)
     temp, key = _hidden(target, "tmp"), os.path.abspath(target)
@@ -46,6 +47,7 @@ def replacing(target: Path, marker: str) -> Iterator[Path]:
         yield temp
         if not (temp / marker).is_file():
             raise AssertionError(f"{temp}: the folder was written without its {marker}")
+        share(temp)  # readable by others as any new file is, whoever wrote the files
         fsync_path(temp)
         _swap_in(temp, target)
     except BaseException:

@@ -72,6 +72,10 @@ def check_perplexity(candidate) -> str:
     targets = torch.zeros(2, 5, dtype=torch.long)
     targets[1, 0] = 3
     cases.append((logits, targets, 0, "a batch that is all padding but one token"))
+    logits = torch.randn(3, 5, 6, generator=gen, dtype=torch.float64) * 3
+    targets = torch.tensor([[1, 2, 3, 4, 5], [5, 4, 0, 0, 0], [3, 0, 0, 0, 0]])
+    cases.append((logits, targets, 0, "sentences of 5, 2 and 1 tokens (a mean over tokens, "
+                  "not over sentences)"))
     sure = torch.full((1, 3, 4), -30.0, dtype=torch.float64)
     sure[0, torch.arange(3), torch.tensor([1, 2, 3])] = 30.0
     cases.append((sure, torch.tensor([[1, 2, 3]]), 0,
@@ -103,4 +107,5 @@ def check_perplexity(candidate) -> str:
             raise ExerciseFailure(f"for {what}, expected {expected:.6g}, received {value:.6g}"
                                   + hint)
     return (f"matched exp(cross-entropy without smoothing, padding ignored) on {len(cases)} "
-            "fresh batches, including almost-all padding and a certain, correct model")
+            "fresh batches, including almost-all padding, sentences of unequal lengths and a "
+            "certain, correct model")
