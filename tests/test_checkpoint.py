@@ -636,7 +636,7 @@ def test_a_complete_copy_not_yet_renamed_is_recovered(tmp_path):
     """Killed after the new folder was complete, before its only rename."""
     _checkpoint(tmp_path, checkpoint_name(10), 10)
     _leftover(tmp_path, checkpoint_name(20), "tmp", _dead_pid(), _checkpoint(tmp_path, "b", 20))
-    save_checkpoint(tmp_path / checkpoint_name(30), _model(), config={}, step=30)  # tidies
+    save_checkpoint(tmp_path / checkpoint_name(30), _model(), config={}, step=30)
     assert [p.name for p in list_checkpoints(tmp_path)] == [
         checkpoint_name(10), checkpoint_name(20), checkpoint_name(30)]
 

@@ -46,7 +46,7 @@ def test_an_error_or_a_missing_marker_leaves_the_old_folder(tmp_path):
     assert (target / "data.txt").read_text() == "old" and _contents(tmp_path) == ["out"]
 
 
-def test_tidy_takes_one_folders_leftovers_when_named(tmp_path, capsys):
+def test_tidy_takes_the_leftovers_of_the_folders_it_names(tmp_path, capsys):
     child = subprocess.Popen([sys.executable, "-c", "pass"])
     child.wait()  # a process no longer running
     mine, other = (tmp_path / f".{name}.tmp-{folders._HOST}-{child.pid}" for name in ("a", "b"))
@@ -56,7 +56,7 @@ def test_tidy_takes_one_folders_leftovers_when_named(tmp_path, capsys):
     assert tidy(tmp_path, "DONE", "a") == [mine]
     assert _contents(tmp_path) == [other.name, "a"]  # a complete copy of a missing folder
     assert f"{tmp_path / 'a'}: recovered from {mine.name} (the new copy;" in capsys.readouterr().err
-    assert tidy(tmp_path, "DONE") == [other] and _contents(tmp_path) == ["a"]
+    assert tidy(tmp_path, "DONE", "*") == [other] and _contents(tmp_path) == ["a"]
     assert f"removed {other.name}, left by an interrupted write" in capsys.readouterr().err
 
 

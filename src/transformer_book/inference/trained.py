@@ -17,6 +17,7 @@ set only, so the test set stays untouched by the choice.
 
 from __future__ import annotations
 
+import glob
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -84,7 +85,7 @@ def resolve_checkpoint(path: str | Path) -> Path:
     """
     path = Path(path)
     if not path.exists() and path.parent.is_dir():
-        tidy(path.parent, METADATA_HASH)  # a checkpoint named but missing: perhaps a save's crash
+        tidy(path.parent, METADATA_HASH, glob.escape(path.name))  # named, missing: a kill?
     require(path.exists(), "checkpoint", "an existing checkpoint or run folder", str(path))
     if (path / METADATA).is_file():
         return path

@@ -39,6 +39,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import copy
+import glob
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -318,7 +319,7 @@ def export_model(trained: TrainedModel, out: str | Path, argument: str = "out"
     the module docstring): built, saved into a temporary sibling, loaded back and compared
     in float64 (max |Δlogit| <= 1e-9, else an ``AssertionError``: a bug), then renamed."""
     out = Path(out)
-    tidy(out.parent, MARKER, out.name)
+    tidy(out.parent, MARKER, glob.escape(out.name))
     out = check_output_folder(out, argument)
     steps = list(trained.selection.get("averaged_steps", [trained.step]))
     marian = to_marian(trained.model)

@@ -19,6 +19,7 @@ each file once and checks those bytes against the manifest before parsing them.
 
 from __future__ import annotations
 
+import glob
 import hashlib
 import io
 import json
@@ -166,7 +167,7 @@ def read_metadata(directory: str | Path) -> dict[str, Any]:
     malformed is a :class:`BookError` naming the file and the field."""
     directory = Path(directory)
     if not directory.exists():
-        tidy(directory.parent, METADATA_HASH)  # perhaps a kill between a save's renames
+        tidy(directory.parent, METADATA_HASH, glob.escape(directory.name))  # a save killed?
     meta_path, hash_path = directory / METADATA, directory / METADATA_HASH
     require(_plain(meta_path), "directory", f"a checkpoint folder with {METADATA}",
             str(directory))
@@ -329,7 +330,7 @@ def _by_step(run_dir: Path, pattern: str) -> list[tuple[int, Path]]:
     """:func:`list_checkpoints` with each one's step (its ``checkpoint.json`` read once)."""
     if not run_dir.is_dir():
         return []
-    tidy(run_dir, METADATA_HASH)
+    tidy(run_dir, METADATA_HASH, pattern)
     found = [(read_step(path), path.name, path) for path in run_dir.glob(pattern)
              if not path.name.startswith(".") and path.is_dir() and (path / METADATA).is_file()]
     return [(step, path) for step, _, path in sorted(found)]

@@ -15,6 +15,8 @@ reported on stderr.
 from __future__ import annotations
 
 import ctypes
+import fnmatch
+import glob
 import os
 import re
 import shutil
@@ -39,7 +41,7 @@ def replacing(target: Path, marker: str) -> Iterator[Path]:
     block ends, its files get the umask's mode (:func:`share`) and it is put at ``target``,
     replacing a folder there; on an error it is deleted."""
     target.parent.mkdir(parents=True, exist_ok=True)
-    tidy(target.parent, marker)
+    tidy(target.parent, marker, glob.escape(target.name))
     temp, key = _hidden(target, "tmp"), os.path.abspath(target)
     _WRITING.add(key)  # its hidden folders are no leftovers while it is written
     try:
@@ -112,12 +114,14 @@ def _over(parent: Path, match: re.Match[str]) -> bool:
     return False
 
 
-def tidy(parent: Path, marker: str, name: str | None = None) -> list[Path]:
-    """Take the leftovers in ``parent`` (of folder ``name`` alone, when given) of writes
-    that are over (see the module docstring); return those taken. A folder that cannot be
-    renamed or removed (a read-only copy) is reported and left."""
+def tidy(parent: Path, marker: str, pattern: str) -> list[Path]:
+    """Take the leftovers in ``parent`` of the writes of folders named by ``pattern`` (as
+    :mod:`fnmatch` reads it) that are over, written with ``marker`` last (see the module
+    docstring); return those taken. A folder that cannot be renamed or removed (a read-only
+    copy) is reported and left."""
     found = [(match, path) for path in (parent.iterdir() if parent.is_dir() else [])
-             if (match := _HIDDEN.fullmatch(path.name)) and name in (None, match["target"])
+             if (match := _HIDDEN.fullmatch(path.name))
+             and fnmatch.fnmatchcase(match["target"], pattern)
              and path.is_dir() and not path.is_symlink() and _over(parent, match)]
     for match, folder in sorted(found, key=lambda pair: (pair[0]["kind"] == "old", pair[1])):
         target, new = parent / match["target"], match["kind"] == "tmp"
