@@ -38,8 +38,8 @@ _WRITING: set[str] = set()  # the folders this process is writing now (absolute 
 @contextmanager
 def replacing(target: Path, marker: str) -> Iterator[Path]:
     """An empty hidden sibling of ``target`` to fill, ``marker`` written last. When the
-    block ends, its files get the umask's mode (:func:`share`) and it is put at ``target``,
-    replacing a folder there; on an error it is deleted."""
+    block ends, its files get the umask's mode (:func:`~transformer_book.util.files.share`)
+    and it is put at ``target``, replacing a folder there; on an error it is deleted."""
     target.parent.mkdir(parents=True, exist_ok=True)
     tidy(target.parent, marker, glob.escape(target.name))
     temp, key = _hidden(target, "tmp"), os.path.abspath(target)
