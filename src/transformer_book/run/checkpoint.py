@@ -13,8 +13,9 @@ A checkpoint is a folder::
 
 **Saving** writes each file, flushed, into a hidden sibling and puts it in place as one step
 (:func:`~transformer_book.util.folders.replacing`); a kill leaves the previous checkpoint or
-the new one, and every save and listing tidies what a killed save left. **Loading** reads
-each file once and checks those bytes against the manifest before parsing them.
+the new one; a save tidies what a killed save of its folder left, a listing what any did.
+**Loading** reads each file once and checks those bytes against the manifest before parsing
+them.
 """
 
 from __future__ import annotations
