@@ -11,6 +11,9 @@ JOBS ?= 2
 # Each pytest-xdist worker gets one thread, so two workers share two cores without thrashing.
 WORKER_ENV := OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 MPLBACKEND=Agg
 LAB_FLAGS := $(if $(filter 0,$(shell id -u)),--allow-root,)
+# A stage's commands, then the seconds they took ("make unit: 330 s"), keeping their status.
+timed = start=$$(date +%s); ( $(1) ); status=$$?; \
+	echo "make $@: $$(( $$(date +%s) - start )) s"; exit $$status
 
 .PHONY: book class test lint unit nbval browser execute lab assignments student release bench sync \
 	gpu-carry clean
@@ -25,8 +28,7 @@ $(STAMP): requirements.txt pyproject.toml
 ## book: create .venv if needed, install, build the HTML book from the stored outputs: the
 ## self-study edition (the master notebooks, solutions collapsed) in _build/html
 book: $(STAMP)
-	$(PY) scripts/course_tables.py
-	$(BIN)/jupyter-book build . -W -n --keep-going
+	$(call timed,$(PY) scripts/course_tables.py && $(BIN)/jupyter-book build . -W -n --keep-going)
 	@echo "Book: $(abspath _build/html/index.html)"
 
 ## class: the class edition in _build/class/html: the chapters' student copies with their
@@ -34,36 +36,37 @@ book: $(STAMP)
 ## lays out its source in _build/class-src, builds it, then checks every built file for the
 ## master notebooks' solutions)
 class: $(STAMP)
-	$(PY) scripts/course_tables.py
-	$(PY) scripts/class_edition.py build -- -W -n --keep-going
+	$(call timed,$(PY) scripts/course_tables.py && \
+		$(PY) scripts/class_edition.py build -- -W -n --keep-going)
 
-## test: ruff, unit tests, nbval over notebooks/, the book build with warnings as errors, the
-## class edition built and checked for solutions, and the built book read in headless Chromium
-test: lint unit nbval book class browser
+## test: ruff, nbval over notebooks/, unit tests, the book build with warnings as errors, the
+## class edition built and checked for solutions, and the built book read in headless Chromium;
+## each stage prints its time. nbval comes before the unit tests: on a machine whose course cache
+## is empty, the chapters train chapter 10's model as a reader's first run does (README)
+test: lint nbval unit book class browser
 
 ## lint: ruff, mypy over the core (pyproject.toml [tool.mypy]), the notebooks' setup cells, no
 ## copied code (pylint), the floors and their imports (check_structure; sizes over its limits
 ## are printed as warnings)
 lint: $(STAMP)
-	$(BIN)/ruff check src tests scripts benchmarks notebooks
-	$(BIN)/mypy
-	$(PY) scripts/sync_notebooks.py --check
-	$(BIN)/pylint --disable=all --enable=duplicate-code src/transformer_book
-	$(PY) scripts/check_structure.py
+	$(call timed,$(BIN)/ruff check src tests scripts benchmarks notebooks && $(BIN)/mypy && \
+		$(PY) scripts/sync_notebooks.py --check && \
+		$(BIN)/pylint --disable=all --enable=duplicate-code src/transformer_book && \
+		$(PY) scripts/check_structure.py)
 
 unit: $(STAMP)
-	$(WORKER_ENV) $(PY) -m pytest tests -n $(JOBS) -q
+	$(call timed,$(WORKER_ENV) $(PY) -m pytest tests -n $(JOBS) -q)
 
 nbval: $(STAMP)
-	$(WORKER_ENV) $(PY) -m pytest --nbval notebooks -n $(JOBS) --dist loadscope \
-		--nbval-sanitize-with nbval_sanitize.cfg -q -p no:randomly
+	$(call timed,$(WORKER_ENV) $(PY) -m pytest --nbval notebooks -n $(JOBS) --dist loadscope \
+		--nbval-sanitize-with nbval_sanitize.cfg -q -p no:randomly)
 
 ## browser: read every page of the built book in headless Chromium (Debian's `chromium`), at
 ## 1400 and 390 px, light and dark, offline: no overflow, math typeset locally, no raw markup,
 ## alt texts, caption contrast, no other host, no console error, links; each chapter opens
 ## on a diagram, its first visible code at most 12 lines, at most ~4,000 words of prose
 browser: book
-	$(PY) scripts/book_browser.py _build/html
+	$(call timed,$(PY) scripts/book_browser.py _build/html)
 
 ## execute: re-run every notebook in place to refresh its stored outputs
 execute: $(STAMP)

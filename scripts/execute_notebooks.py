@@ -4,6 +4,9 @@
 
 Each notebook runs in a fresh kernel from its own folder; a notebook is written back only
 if it ran without error, through a temporary file, so a failure never leaves half a notebook.
+An empty display is dropped: it is what the course cache's live status leaves once its call
+returns (transformer_book.course.cache), so a chapter stores the same outputs whether its
+model was trained, waited for or found in the cache.
 """
 
 from __future__ import annotations
@@ -18,6 +21,11 @@ from transformer_book.course.assignments import write_notebook_atomically
 from transformer_book.util.timing import Stopwatch
 
 
+def empty_display(output: nbformat.NotebookNode) -> bool:
+    """A display with nothing to show (no MIME data)."""
+    return output.output_type == "display_data" and not output.get("data")
+
+
 def execute(path: Path, timeout: int = 1800) -> float:
     """Run ``path`` in a fresh kernel, write it back with its new outputs; wall seconds."""
     notebook = nbformat.read(path, as_version=4)
@@ -28,6 +36,9 @@ def execute(path: Path, timeout: int = 1800) -> float:
             kernel_name="python3",
             resources={"metadata": {"path": str(path.parent)}},
         ).execute()
+    for cell in notebook.cells:
+        if cell.cell_type == "code":
+            cell.outputs = [output for output in cell.outputs if not empty_display(output)]
     write_notebook_atomically(notebook, path)
     return watch.seconds
 

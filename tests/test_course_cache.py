@@ -225,3 +225,109 @@ def test_bad_names_are_refused(tmp_path):
     for name in ("", "a/b", ".hidden"):
         with pytest.raises(ValueError, match="name"):
             cached_run(config, name, root=tmp_path)
+
+
+# What a notebook cell shows of the cache: the same output whether the run is trained by that
+# cell, waited for while another kernel trains it, or found finished (a newcomer's first
+# `make test` starts with an empty cache; every later one finds it full).
+CELL = """\
+import json, os
+from pathlib import Path
+from transformer_book.course.cache import cached_run
+from transformer_book.run.config import RunConfig
+
+root = Path(os.environ["TB_TEST_ROOT"])
+(root.parent / ("started-" + os.environ["TB_TEST_LABEL"])).touch()
+config = RunConfig.from_dict(json.loads(os.environ["TB_TEST_CONFIG"]))
+run = cached_run(config, "tiny-run", device="cpu", root=root, bleu_sentences=2,
+                 val_sentences=4)
+(root.parent / ("trained-" + os.environ["TB_TEST_LABEL"])).write_text(str(run.trained_now))
+print(f"tiny-run: step {run.steps}")
+"""
+SHOWN = "tiny-run: step 3\n"
+
+
+def _cell_notebook(path: Path, executed: bool) -> Path:
+    """A one-cell notebook of CELL; ``executed``: with the output a warm cache gives."""
+    import nbformat
+
+    cell = nbformat.v4.new_code_cell(CELL)
+    if executed:
+        cell.execution_count = 1
+        cell.outputs = [nbformat.v4.new_output("stream", name="stdout", text=SHOWN)]
+    notebook = nbformat.v4.new_notebook(cells=[cell])
+    notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3",
+                                       "language": "python"}
+    nbformat.write(notebook, path)
+    return path
+
+
+def _start(command: list[str], label: str, root: Path, config: RunConfig, cwd: Path):
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "TB_TEST_ROOT": str(root), "TB_TEST_LABEL": label,
+           "TB_TEST_CONFIG": json.dumps(config.to_dict())}
+    return subprocess.Popen([sys.executable, *command], cwd=cwd, env=env, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+
+
+def _nbval(path: Path) -> list[str]:
+    return ["-m", "pytest", "--nbval", str(path), "-q", "-p", "no:cacheprovider",
+            "-p", "no:randomly", "-p", "no:xdist"]
+
+
+def _stored(path: Path) -> list[dict]:
+    import nbformat
+
+    return [dict(output) for output in nbformat.read(path, as_version=4).cells[0].outputs]
+
+
+@pytest.mark.slow
+def test_a_cell_shows_the_same_whether_it_trains_waits_or_finds_the_run(multi30k_dir,
+                                                                       tmp_path):
+    """Two kernels ask one empty cache at once: one trains, the other waits for it; one
+    stores its outputs as `make execute` does, the other is checked by nbval against the
+    warm cache's output. Then a warm kernel gives that output again, and nbval passes."""
+    import fcntl
+    import time
+
+    execute = str(Path(__file__).resolve().parents[1] / "scripts" / "execute_notebooks.py")
+    root, config = tmp_path / "cache", tiny_config(multi30k_dir)
+    root.mkdir()
+    stored = _cell_notebook(tmp_path / "stored.ipynb", executed=False)
+    checked = _cell_notebook(tmp_path / "checked.ipynb", executed=True)
+    with open(root / "tiny-run.lock", "a+") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # both kernels start while the run is not there
+        kernels = [_start([execute, str(stored)], "execute", root, config, tmp_path),
+                   _start(_nbval(checked), "nbval", root, config, tmp_path)]
+        deadline = time.monotonic() + 120
+        while not all((tmp_path / f"started-{n}").exists() for n in ("execute", "nbval")):
+            assert time.monotonic() < deadline, "the kernels started"
+            assert all(k.poll() is None for k in kernels), [k.communicate() for k in kernels]
+            time.sleep(0.1)
+        time.sleep(1.0)  # both are in cached_run: waiting for the lock
+        fcntl.flock(lock, fcntl.LOCK_UN)
+        logs = [k.communicate(timeout=300)[0] for k in kernels]
+    assert [k.returncode for k in kernels] == [0, 0], "\n".join(logs)
+    trained = {n: (tmp_path / f"trained-{n}").read_text() for n in ("execute", "nbval")}
+    assert sorted(trained.values()) == ["False", "True"], "one trained, the other waited"
+    assert _stored(stored) == [{"output_type": "stream", "name": "stdout", "text": SHOWN}], (
+        "the stored output is the warm cache's: no status, no empty display left")
+    for path in (stored, checked):  # warm now: nbval passes on either notebook
+        warm = _start(_nbval(path), "warm", root, config, tmp_path)
+        log = warm.communicate(timeout=300)[0]
+        assert warm.returncode == 0, log
+    assert (tmp_path / "trained-warm").read_text() == "False"
+
+
+def test_the_status_goes_to_stderr_outside_a_kernel(capsys):
+    status = course_cache._Status("run-x")
+    with status.capturing():
+        print("step 1 (eval): val loss 3.2")
+        print("half a line", end="")
+    status.done()
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err == "run-x: step 1 (eval): val loss 3.2\nrun-x: half a line\n"

@@ -19,6 +19,14 @@ other waits and then reuses the result. An interrupted run is resumed exactly fr
 checkpoint by the training loop; one whose checkpoints were written by another
 configuration is moved aside (never deleted) and trained afresh, and any other failure
 leaves the folder as it was.
+
+What a call prints does not depend on the cache: a chapter's cell shows the same output
+whether the run was trained now, waited for while another process trained it, or found
+finished. What the cache does meanwhile (training, with the loop's evaluation lines,
+waiting, tidying an interrupted write, moving a run aside) is a status: in a Jupyter kernel
+one live line (a display updated in place, emptied when the call returns, so neither the
+stored notebook nor nbval sees it; ``scripts/execute_notebooks.py`` drops the empty display
+it leaves), elsewhere lines on stderr. A call that fails leaves its last status in place.
 """
 
 from __future__ import annotations
@@ -26,11 +34,13 @@ from __future__ import annotations
 import contextlib
 import datetime
 import hashlib
+import io
 import json
 import os
 import sys
+import time
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -196,21 +206,95 @@ def load_completed(run_dir: str | Path, key: str | None = None) -> CourseRun | N
         return None
 
 
-@contextlib.contextmanager
-def _locked(lock_path: Path, announce: bool = True) -> Iterator[None]:
-    """Hold an exclusive lock on ``lock_path`` (waits for another process holding it).
+class _Status:
+    """What one call of the cache is doing, said where it changes no output (module
+    docstring): in a Jupyter kernel a display made empty at the first thing said, updated in
+    place with each and emptied again by :meth:`done`; elsewhere a line on stderr for each."""
 
-    With ``announce`` a wait is reported on stderr; without it the wait is silent, so that
-    a caller's output is the same whether or not it had to wait."""
+    def __init__(self, name: str) -> None:
+        self.name, self.handle, self.heading = name, None, ""
+        self.stderr = sys.stderr  # the caller's, not the one capturing() puts in its place
+        self.started = time.monotonic()
+
+    def title(self, text: str) -> None:
+        """Say ``text`` and keep it above the lines said after it (in a kernel)."""
+        self.heading = ""
+        self.say(text)
+        self.heading = text
+
+    def say(self, line: str) -> None:
+        """Show ``line`` (under the title, if any)."""
+        if not _in_kernel():
+            print(f"{self.name}: {line}", file=self.stderr, flush=True)
+            return
+        from IPython.display import display  # a kernel has IPython
+
+        minutes = (time.monotonic() - self.started) / 60
+        text = f"{self.name}: {self.heading}\n    {minutes:.1f} min: {line}" if self.heading \
+            else f"{self.name}: {line}"
+        if self.handle is None:  # made empty: what nbval sees of a display is its first form
+            self.handle = display({}, raw=True, display_id=True)
+        self.handle.update({"text/plain": text}, raw=True)
+
+    @contextlib.contextmanager
+    def capturing(self) -> Iterator[None]:
+        """Everything printed meanwhile (the training loop's lines, a tidy's reports,
+        warnings) becomes status lines instead of output."""
+        lines = _Lines(self.say)
+        try:
+            with contextlib.redirect_stdout(lines), contextlib.redirect_stderr(lines):
+                yield
+        finally:
+            lines.flush()
+
+    def done(self) -> None:
+        """Empty the live display: the call's output is as if nothing had been said."""
+        if self.handle is not None:
+            self.handle.update({}, raw=True)
+            self.handle = None
+
+
+class _Lines(io.TextIOBase):
+    """A text stream that hands each complete, non-blank line to ``say``."""
+
+    def __init__(self, say: Callable[[str], None]) -> None:
+        super().__init__()
+        self.say, self.pending = say, ""
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, text: str) -> int:
+        *lines, self.pending = (self.pending + text).replace("\r", "\n").split("\n")
+        for line in lines:
+            if line.strip():
+                self.say(line.rstrip())
+        return len(text)
+
+    def flush(self) -> None:
+        if self.pending.strip():
+            self.say(self.pending.rstrip())
+        self.pending = ""
+
+
+def _in_kernel() -> bool:
+    """Whether this code runs in a Jupyter kernel (IPython with a kernel attached)."""
+    ipython = sys.modules.get("IPython")
+    shell = ipython.get_ipython() if ipython is not None else None
+    return getattr(shell, "kernel", None) is not None
+
+
+@contextlib.contextmanager
+def _locked(lock_path: Path, on_wait: Callable[[str], None]) -> Iterator[None]:
+    """Hold an exclusive lock on ``lock_path``, waiting for another process holding it; a
+    wait is said through ``on_wait`` first."""
     lock_path.parent.mkdir(parents=True, exist_ok=True)
     with open(lock_path, "a+") as handle:
         if fcntl is not None:
             try:
                 fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except OSError:
-                if announce:
-                    print(f"waiting for another process to finish {lock_path.stem} ...",
-                          file=sys.stderr, flush=True)
+                on_wait("another process is preparing it; waiting for it to finish ...")
                 fcntl.flock(handle, fcntl.LOCK_EX)
         try:
             yield
@@ -221,7 +305,7 @@ def _locked(lock_path: Path, announce: bool = True) -> Iterator[None]:
 
 def cached_run(run_config: RunConfig, name: str, *, device: torch.device | str | None = None,
                root: str | Path | None = None, bleu_sentences: int = 100,
-               val_sentences: int | None = None, progress: bool = False) -> CourseRun:
+               val_sentences: int | None = None) -> CourseRun:
     """Return the finished run ``root/name``; train it first (under a lock) if needed.
 
     ``name`` should contain :func:`config_hash` of the configuration, so that a different
@@ -229,8 +313,10 @@ def cached_run(run_config: RunConfig, name: str, *, device: torch.device | str |
     :func:`transformer_book.train.loop.train` with no JSON record (``results/`` holds the
     CLI's runs only); a folder left by an interrupted run is resumed from its last
     checkpoint. If those checkpoints were written by another configuration, the folder is
-    moved aside (``<name>.aside-<UTC time>``, reported on stderr) and the run starts
-    afresh; any other error propagates and leaves the folder as it was.
+    moved aside (``<name>.aside-<UTC time>``) and the run starts afresh; any other error
+    propagates and leaves the folder as it was. Nothing is printed: training, waiting and
+    the rest are a status (module docstring), so the caller's output is the same whether
+    the run was trained, waited for or found.
     """
     require(isinstance(run_config, RunConfig), "run_config", "a RunConfig",
             type(run_config).__name__)
@@ -244,14 +330,19 @@ def cached_run(run_config: RunConfig, name: str, *, device: torch.device | str |
     if found is not None:
         return found
     device = _device(device)
-    with _locked(root / f"{name}.lock"):
+    status = _Status(name)
+    with _locked(root / f"{name}.lock", status.say):
         found = load_completed(run_dir, key)  # another process may have finished it
         if found is not None:
+            status.done()
             return found
         (run_dir / MARKER).unlink(missing_ok=True)
-        result = _train_afresh_if_needed(
-            run_config, run_dir, progress=progress, device=device, results_dir=None,
-            name=name, bleu_sentences=bleu_sentences, val_sentences=val_sentences)
+        status.title(f"training {run_config.train.max_steps} steps into {run_dir} (later "
+                     "calls find it there)")
+        with status.capturing():
+            result = _train_afresh_if_needed(
+                run_config, run_dir, progress=False, device=device, results_dir=None,
+                name=name, bleu_sentences=bleu_sentences, val_sentences=val_sentences)
         require(result.final_checkpoint is not None, "run_config", "at least one step",
                 "a run that stopped before its first step")
         atomic_write_json(run_dir / MARKER, {
@@ -267,6 +358,7 @@ def cached_run(run_config: RunConfig, name: str, *, device: torch.device | str |
     run = load_completed(run_dir, key)
     require(run is not None, str(run_dir), "a readable completion marker", "none")
     run.trained_now = True
+    status.done()
     return run
 
 
@@ -288,7 +380,7 @@ def _train_afresh_if_needed(run_config: RunConfig, run_dir: Path, **kwargs: Any
     except ConfigMismatchError as error:
         aside = _move_aside(run_dir)
         print(f"{run_dir}: its checkpoints do not fit this configuration ({error}); the old "
-              f"run is moved to {aside}; starting afresh", file=sys.stderr, flush=True)
+              f"run is moved to {aside}; starting afresh", flush=True)  # a status line
     return train(run_config, run_dir, resume=True, **kwargs)
 
 
@@ -305,19 +397,20 @@ def _move_aside(run_dir: Path) -> Path:
 
 
 def train_chapter10_model(device: torch.device | str | None = None, *,
-                          root: str | Path | None = None, progress: bool = False) -> CourseRun:
+                          root: str | Path | None = None) -> CourseRun:
     """Chapter 10's model: trained now, or found finished in the cache.
 
     Trains :func:`chapter10_run_config` for this device into
     ``course_cache_dir()/ch10-<hash>`` (validation loss on the first 300 val pairs and greedy
     BLEU on the first 100 at each evaluation) and returns the :class:`CourseRun`. Chapters 10
-    and 11 both call it; whichever comes first trains.
+    and 11 both call it; whichever comes first trains, showing its progress as a live status
+    that the cell's output never keeps (module docstring).
     """
     device = _device(device)
     run_config, name = _chapter10_key(device)
     return cached_run(run_config, name, device=device, root=root,
                       bleu_sentences=CHAPTER10_BLEU_SENTENCES,
-                      val_sentences=CHAPTER10_VAL_SENTENCES, progress=progress)
+                      val_sentences=CHAPTER10_VAL_SENTENCES)
 
 
 def chapter10_model(device: torch.device | str | None = None, *,
@@ -330,9 +423,13 @@ def chapter10_data(device: torch.device | str | None = None, *,
                    root: str | Path | None = None) -> PreparedData:
     """Chapter 10's encoded corpus (:class:`transformer_book.train.corpus.PreparedData`):
     Multi30k, the run's joint BPE (trained once, kept in the run folder) and the id lists,
-    prepared under the run's lock so that it never races a training process."""
+    prepared under the run's lock so that it never races a training process (a wait is a
+    status, as in :func:`cached_run`)."""
     device = _device(device)
     run_config, name = _chapter10_key(device)
     root = Path(root) if root is not None else course_cache_dir()
-    with _locked(root / f"{name}.lock", announce=False):  # same output, waited or not
-        return prepare_data(run_config, root / name, val_sentences=CHAPTER10_VAL_SENTENCES)
+    status = _Status(name)
+    with _locked(root / f"{name}.lock", status.say), status.capturing():
+        data = prepare_data(run_config, root / name, val_sentences=CHAPTER10_VAL_SENTENCES)
+    status.done()
+    return data
