@@ -84,6 +84,30 @@ def test_train_step_equals_a_step_written_by_hand():
     assert trainer.optimizer.param_groups[0]["lr"] == 0.25, "the schedule stepped too"
 
 
+def test_the_gradient_is_the_mean_over_target_tokens_not_source_tokens():
+    """Without clipping (which rescales any gradient to one norm) and under SGD (whose update
+    is proportional to the gradient; Adam's is nearly blind to its scale), the update
+    reveals which count divides the summed loss: the target tokens, <eos> included."""
+    src, tgt = _corpus(seed=3)
+    chunk = [[0, 1, 2], [3, 4, 5, 6, 7]]
+    targets = sum(len(tgt[i]) + 1 for part in chunk for i in part)
+    sources = sum(len(src[i]) for part in chunk for i in part)
+    assert targets != sources, "the two counts differ, or the test could not tell them apart"
+    model = _model(seed=1)
+    by_hand = copy.deepcopy(model)
+    train_step(Trainer(model, *_sgd(model), label_smoothing=0.1, clip_norm=None),
+               make_step_batch(src, tgt, chunk, CPU))
+    optimizer, _ = _sgd(by_hand)
+    for part in chunk:
+        s, t_in, t_out = make_batch(src, tgt, part, CPU)
+        F.cross_entropy(by_hand(s, t_in).reshape(-1, VOCAB), t_out.reshape(-1),
+                        ignore_index=PAD, label_smoothing=0.1, reduction="sum").div(
+                            targets).backward()
+    optimizer.step()
+    for mine, theirs in zip(model.parameters(), by_hand.parameters(), strict=True):
+        torch.testing.assert_close(mine, theirs, rtol=1e-5, atol=1e-6)
+
+
 def test_train_step_reads_the_device_once(monkeypatch):
     """On a GPU every read of a value (item, tolist, float(), int(), bool()) waits for the
     device: the training code has exactly one per step, the loss for the log and the
