@@ -24,7 +24,9 @@ SOLUTION``, the written answers of ``solution`` cells) and looks for each line t
 rest of the book never shows in every HTML page, every ``_sources/`` download
 (``.ipynb``, ``.md``) and the search index (``searchindex.js``: for the words that only
 solutions use). It exits 1 and lists what it found; on the self-study edition it finds
-the solutions.
+the solutions. It exits 2, on one line, when it would read nothing: no master solution to
+look for, or no built page to look in. ``build`` replaces only a ``--html`` folder it wrote
+itself (``.class_edition``), and ``tree`` an ``--out`` tree it wrote (``.class_tree``).
 
     python scripts/class_edition.py tree [--out DIR] [--chapters 00 05]
     python scripts/class_edition.py build [--html DIR] [--chapters ...] [-- JUPYTER-BOOK ARGS]
@@ -64,6 +66,8 @@ ROOT = Path(__file__).resolve().parents[1]
 TREE = ROOT / "_build" / "class-src"
 HTML = ROOT / "_build" / "class" / "html"
 MARKER = ".class_tree"
+#: Written into the HTML folder ``build`` fills: only a folder holding it is ever replaced.
+HTML_MARKER = ".class_edition"
 EDITION = "class edition"
 #: What the book's source is besides the chapters (copied as they are).
 BOOK_FILES = ("_toc.yml", "_static", "book")
@@ -78,6 +82,10 @@ MIN_LETTERS = 5
 WORD = re.compile(r"[A-Za-z0-9]+")
 SKIPPED_FOLDERS = {"_static", "_images", ".doctrees"}
 SCANNED_SUFFIXES = {".html", ".ipynb", ".md", ".txt", ".js", ".json", ".py", ".tex"}
+
+
+class Refused(Exception):
+    """Bad input: ``main`` prints the message on one line and exits 2."""
 
 
 # -- The class copies and the build tree -----------------------------------------------------
@@ -113,8 +121,8 @@ def _chapters(chapters: list[str] | None, source: Path = ROOT / "notebooks") -> 
     if chapters:
         paths = [p for p in paths if p.name[:2] in chapters]
         if {p.name[:2] for p in paths} != set(chapters):
-            sys.exit(f"class_edition: --chapters: expected chapter numbers of notebooks/, "
-                     f"received {chapters}")
+            raise Refused(f"--chapters: expected chapter numbers of notebooks/, received "
+                          f"{chapters}")
     return paths
 
 
@@ -159,12 +167,22 @@ def tree_files(chapters: list[str] | None = None, source: Path = ROOT / "noteboo
     return files
 
 
+def require_own_folder(folder: Path, argument: str, marker: str, what: str) -> None:
+    """``folder`` may be (re)written: new, empty, one this script wrote (``marker``), or its
+    default under the repository's ``_build`` (which builds own; older ones had no marker)."""
+    if folder.is_symlink() or (folder.exists() and not folder.is_dir()):
+        raise Refused(f"{argument}: expected a folder, received {folder}, which is not one")
+    default = folder.resolve() in (TREE.resolve(), HTML.resolve())
+    if (folder.is_dir() and any(folder.iterdir()) and not (folder / marker).is_file()
+            and not default):
+        raise Refused(f"{argument}: expected a new or empty folder (or an earlier {what}, "
+                      f"holding {marker}), received {folder}, holding other files")
+
+
 def lay_out(out: Path, files: dict[str, bytes]) -> None:
     """Make ``out`` hold exactly ``files`` (its ``_build`` kept); unchanged files are not
     rewritten. ``out`` must be new, empty or a tree this wrote (``.class_tree``)."""
-    if out.exists() and any(out.iterdir()) and not (out / MARKER).exists():
-        sys.exit(f"class_edition: --out: expected a new or empty folder (or an earlier class "
-                 f"tree, with {MARKER}), received {out} holding other files")
+    require_own_folder(out, "--out", MARKER, "class tree")
     out.mkdir(parents=True, exist_ok=True)
     (out / MARKER).write_text("class edition source (scripts/class_edition.py)\n")
     for old in sorted(out.rglob("*"), reverse=True):
@@ -183,15 +201,20 @@ def lay_out(out: Path, files: dict[str, bytes]) -> None:
 
 
 def build(tree: Path, html_out: Path, extra: list[str]) -> None:
-    """jupyter-book on ``tree`` (its own ``_build``), the HTML copied into ``html_out``."""
+    """jupyter-book on ``tree`` (its own ``_build``), the HTML copied into ``html_out``,
+    which must be new, empty or an earlier class edition (``.class_edition``): a folder of
+    anyone else's files is refused, before anything is built."""
+    require_own_folder(html_out, "--html", HTML_MARKER, "class edition")
     binary = Path(sys.executable).with_name("jupyter-book")
     command = [str(binary) if binary.exists() else "jupyter-book", "build", str(tree), *extra]
     print("$", " ".join(command), flush=True)
     if subprocess.run(command, check=False).returncode != 0:
         sys.exit("class_edition: the class edition's jupyter-book build failed")
+    require_own_folder(html_out, "--html", HTML_MARKER, "class edition")  # it may have changed
     if html_out.exists():
         shutil.rmtree(html_out)
     shutil.copytree(tree / "_build" / "html", html_out)
+    (html_out / HTML_MARKER).write_text("class edition (scripts/class_edition.py build)\n")
     print(f"Class edition: {html_out / 'index.html'}")
 
 
@@ -298,14 +321,25 @@ def _stemmer() -> SearchEnglish:
 
 def leaks(html_dir: Path, source: Path) -> list[str]:
     """Every solution line (and solution-only word of the search index) found in
-    ``html_dir``: one message per file and solution line; empty when there is none."""
+    ``html_dir``: one message per file and solution line; empty when there is none.
+    Refused (:class:`Refused`) when there is nothing to look for (``source`` holds no
+    solution) or nowhere to look (``html_dir`` holds no page), so that "no solution" is
+    never said of a check that read nothing."""
+    if not Path(source).is_dir():
+        raise Refused(f"--source: expected the folder of master notebooks, received {source}")
     lines, only_words = solutions(source)
-    found = []
+    if not lines:
+        raise Refused(f"--source: expected master notebooks holding solutions, received "
+                      f"{source}, holding none: there is nothing to look for")
+    if not Path(html_dir).is_dir():
+        raise Refused(f"html_dir: expected a built edition's folder, received {html_dir}")
+    found, pages = [], 0
     for path in sorted(Path(html_dir).rglob("*")):
         relative = path.relative_to(html_dir)
         if (not path.is_file() or path.suffix not in SCANNED_SUFFIXES
                 or SKIPPED_FOLDERS & set(relative.parts[:-1])):
             continue
+        pages += path.suffix == ".html"
         if path.name == "searchindex.js":
             stems = {_stemmer().stem(word): word for word in only_words}
             hits = sorted(stems[t] for t in _index_terms(path) & stems.keys())
@@ -313,6 +347,9 @@ def leaks(html_dir: Path, source: Path) -> list[str]:
             continue
         text = " " + words_of(_document_text(path)) + " "
         found += [f"{relative}: {s.where}: {s.line}" for s in lines if f" {s.words} " in text]
+    if not pages:
+        raise Refused(f"html_dir: expected a built edition, received {html_dir}, holding no "
+                      "HTML page: there is nothing to look in")
     return found
 
 
@@ -334,6 +371,16 @@ def main(argv: list[str] | None = None) -> int:
     check.add_argument("--source", type=Path, default=ROOT / "notebooks",
                        help="the master notebooks (default: notebooks/)")
     args = parser.parse_args(argv)
+    try:
+        return _run(args)
+    except Refused as error:
+        print(f"class_edition {args.command}: error: {error}", file=sys.stderr)
+        return 2
+
+
+def _run(args: argparse.Namespace) -> int:
+    if args.command == "build":  # refused now, not after the build
+        require_own_folder(args.html, "--html", HTML_MARKER, "class edition")
     with tempfile.TemporaryDirectory() as snapshot:
         if args.command in ("tree", "build"):
             # The masters as they are now: the check reads the ones the edition was built from.

@@ -128,3 +128,48 @@ def test_a_small_class_edition_holds_no_solution(tmp_path, source):
     (built / "notebooks" / f"{CHAPTER.stem}.html").write_text(
         page.replace("</body>", f"<p>{html.escape(lines[-1].line)}</p></body>"))
     assert class_edition.main(["check", str(built), "--source", str(source)]) == 1
+
+
+def _refusal(capsys, argv: list[str]) -> str:
+    """What main says when it refuses ``argv``: exit 2 and one line on stderr."""
+    assert class_edition.main(argv) == 2
+    captured = capsys.readouterr()
+    assert captured.err.count("\n") == 1 and "error:" in captured.err, captured.err
+    return captured.err
+
+
+def test_build_refuses_an_html_folder_it_did_not_write_before_building(tmp_path, capsys):
+    html_dir = tmp_path / "site"
+    html_dir.mkdir()
+    (html_dir / "report.txt").write_text("a user's own file")
+    err = _refusal(capsys, ["build", "--html", str(html_dir), "--out", str(tmp_path / "tree"),
+                            "--chapters", CHAPTER.name[:2]])
+    assert "--html" in err and "report.txt" not in err and str(html_dir) in err
+    assert (html_dir / "report.txt").read_text() == "a user's own file"
+    assert not (tmp_path / "tree").exists(), "refused before anything was laid out or built"
+    (tmp_path / "a-file").write_text("x")
+    assert "--html" in _refusal(capsys, ["build", "--html", str(tmp_path / "a-file")])
+
+
+def test_tree_refuses_an_out_folder_it_did_not_write(tmp_path, capsys):
+    (tmp_path / "notes.md").write_text("mine")
+    err = _refusal(capsys, ["tree", "--out", str(tmp_path), "--chapters", CHAPTER.name[:2]])
+    assert "--out" in err and (tmp_path / "notes.md").read_text() == "mine"
+    assert "--chapters" in _refusal(capsys, ["tree", "--out", str(tmp_path / "t"),
+                                             "--chapters", "99"])
+
+
+def test_check_refuses_to_say_no_solution_when_it_read_nothing(tmp_path, source, capsys):
+    """A missing or empty edition, or masters without a solution, is no evidence."""
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert "html_dir" in _refusal(capsys, ["check", str(tmp_path / "missing"),
+                                           "--source", str(source)])
+    assert "html_dir" in _refusal(capsys, ["check", str(empty), "--source", str(source)])
+    built = tmp_path / "built"
+    built.mkdir()
+    (built / "page.html").write_text(_page("print('hello')"))
+    assert "--source" in _refusal(capsys, ["check", str(built), "--source", str(empty)])
+    assert "--source" in _refusal(capsys, ["check", str(built), "--source",
+                                           str(tmp_path / "missing")])
+    assert class_edition.main(["check", str(built), "--source", str(source)]) == 0
