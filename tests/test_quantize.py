@@ -21,7 +21,10 @@ from transformer_book.nn.transformer import Transformer
 from transformer_book.train.objective import label_smoothed_cross_entropy
 from transformer_book.util.validation import BookError
 
-BLEU_SENTENCES = 200  # the first val sentences the chapter-10 comparison decodes
+# The chapter-10 comparison decodes all of val (1,014 sentences), as chapter 11's claim is
+# stated: on its first 200 a model trained on an AMD EPYC with AVX512-BF16 scored int8 0.73
+# below float32, on all 1,014 0.17 below; 200 sentences spread wider than the tolerance.
+BLEU_SENTENCES = None
 BLEU_TOLERANCE = 0.5
 TOY_VOCAB = 16  # ids 0-3 are <pad> <bos> <eos> <unk>
 
@@ -111,9 +114,10 @@ def test_bad_inputs(call, match):
         call()
 
 
-def compare_on_val(run_dir: Path, sentences: int = BLEU_SENTENCES) -> dict[str, float]:
+def compare_on_val(run_dir: Path, sentences: int | None = BLEU_SENTENCES) -> dict[str, float]:
     """Greedy val BLEU of a run's model in float32 and int8 on its first ``sentences``
-    val sentences, and the seconds each took to decode them (on the current threads)."""
+    val sentences (``None``: all), and the seconds each took to decode them (on the current
+    threads)."""
     trained = load_trained(run_dir)
     data = trained.run_config.data
     pairs = load_corpus(data.dataset, corpus_split(data.dataset, "val"), data.src, data.tgt,
@@ -133,7 +137,8 @@ def compare_on_val(run_dir: Path, sentences: int = BLEU_SENTENCES) -> dict[str, 
 
 
 @pytest.mark.slow
-def test_chapter10_val_bleu_int8_is_within_half_a_point_of_float32():
+def test_chapter10_val_bleu_int8_is_within_half_a_point_of_float32(multi30k_dir, monkeypatch):
+    monkeypatch.setenv("TRANSFORMER_BOOK_DATA", str(multi30k_dir))  # never the network
     run = train_chapter10_model("cpu")  # from the course cache, trained first if missing
     result = compare_on_val(run.final_checkpoint)
     print(result)
