@@ -44,22 +44,20 @@ from transformer_book.inference.trained import load_trained
 from transformer_book.run.checkpoint import list_checkpoints
 from transformer_book.run.plans import (
     LEDGER,
+    checkpoint_rule,
     ledger_entries,
     load_plan,
-    record_test_read,
+    open_test_read,
     repository_root,
     require_planned_before,
     require_readable,
 )
 from transformer_book.util.records import git_commit, read_records, write_record
 from transformer_book.util.timing import Stopwatch
-from transformer_book.util.validation import require
+from transformer_book.util.validation import BookError, require
 
-VARIANTS = {  # name -> which checkpoints (load_trained's select and average); the first wins ties
-    "last-5": {"select": "last", "average": 5},
-    "best-val": {"select": "best-val", "average": None},
-    "best-val-5": {"select": "best-val", "average": 5},
-}
+# name -> which checkpoints (load_trained's select and average); the first wins ties
+VARIANTS = {name: checkpoint_rule(name) for name in ("last-5", "best-val", "best-val-5")}
 TEST_SPLIT = "test_2016_flickr"
 
 
@@ -134,6 +132,14 @@ def _relative(path: str | Path, root: Path) -> str:
 
 
 def main() -> int:
+    try:
+        return protocol()
+    except BookError as error:  # a refusal: one line, exit 2
+        print(f"cpu_protocol: error: {error}", file=sys.stderr)
+        return 2
+
+
+def protocol() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--run", default="runs/small", help="run folder (default runs/small)")
     parser.add_argument("--against", action="append", default=[], metavar="RUN",
@@ -149,6 +155,9 @@ def main() -> int:
     require(list(plan.fields["checkpoint_rules"]) == list(VARIANTS),
             f"--plan {args.plan} checkpoint_rules", f"this protocol's rules {list(VARIANTS)}",
             plan.fields["checkpoint_rules"])
+    require((plan.fields["beam"], plan.fields["alpha"]) == (4, 0.6), f"--plan {args.plan}",
+            "this protocol's decoding (beam 4, alpha 0.6)",
+            f"beam {plan.fields['beam']}, alpha {plan.fields['alpha']}")
     for folder in (args.run, *args.against):
         require_planned_before(plan, training_started(folder), f"the run {folder}")
     options = candidates(args.run, args.against)
@@ -168,21 +177,30 @@ def main() -> int:
         return 0
     frozen_path = write_record(args.results, "protocol", "small-frozen", frozen)
     print(f"frozen on val: {chosen} ({frozen_path}); now test, once")
-    test = score(run, TEST_SPLIT, rule, args.results)
-    frozen["test"] = {"split": TEST_SPLIT, "bleu": test["bleu"], "signature": test["signature"],
-                      "bleu_95": list(test["bleu_95"]), "chrf": test["chrf"],
-                      "chrf_signature": test["chrf_signature"],
-                      "chrf_95": list(test["chrf_95"]), "ter": test["ter"],
-                      "ter_signature": test["ter_signature"], "frozen_record": str(frozen_path)}
-    path = write_record(args.results, "protocol", "small", frozen)
     root = repository_root(args.plan)
-    # the ledger names the evaluate record (as `transformer-book evaluate` and gpu_run.py
-    # do) and, beside it, this protocol's record
-    scores = {key: frozen["test"][key] for key in ("bleu", "signature", "bleu_95", "chrf", "ter")}
-    kept = record_test_read(
-        plan, args.system, TEST_SPLIT, {**scores, "protocol": _relative(path, root)},
-        test["hypotheses"], root=root, commit=git_commit(root).get("commit"),
-        record=_relative(test["path"], root))
+    with open_test_read(plan, args.system, TEST_SPLIT, root) as read:  # the one door
+        test = score(run, TEST_SPLIT, rule, args.results)
+        frozen["test"] = {"split": TEST_SPLIT, "bleu": test["bleu"],
+                          "signature": test["signature"], "bleu_95": list(test["bleu_95"]),
+                          "chrf": test["chrf"], "chrf_signature": test["chrf_signature"],
+                          "chrf_95": list(test["chrf_95"]), "ter": test["ter"],
+                          "ter_signature": test["ter_signature"],
+                          "frozen_record": str(frozen_path)}
+        path = write_record(args.results, "protocol", "small", frozen)
+        # the ledger names the evaluate record (as `transformer-book evaluate` and
+        # gpu_run.py do) and, beside it, this protocol's record; written before any score
+        # is shown, or the read is refused and its records go
+        scores = {key: frozen["test"][key]
+                  for key in ("bleu", "signature", "bleu_95", "chrf", "ter")}
+        try:
+            kept = read.record({**scores, "protocol": _relative(path, root)},
+                               test["hypotheses"], commit=git_commit(root).get("commit"),
+                               record=_relative(test["path"], root), rule=chosen, beam=4,
+                               alpha=0.6)
+        except BookError:
+            Path(test["path"]).unlink(missing_ok=True)
+            path.unlink(missing_ok=True)
+            raise
     print(f"ledger: {ledger}; translations: {kept}")
     low, high = test["bleu_95"]
     print(f"test {chosen}: BLEU {test['bleu']:.2f} [95% {low:.2f}, {high:.2f}] "

@@ -85,7 +85,7 @@ from transformer_book.run.config import load_run_config  # noqa: E402
 from transformer_book.run.plans import (  # noqa: E402
     LEDGER,
     load_plan,
-    record_test_read,
+    open_test_read,
     repository_root,
     require_readable,
 )
@@ -385,6 +385,44 @@ def evaluate_one(name: str, run: dict, split: str, args: argparse.Namespace,
             "hypotheses": evaluation.hypotheses, "bleu_95": evaluation.bleu_interval}
 
 
+def _rule(average: int) -> str:
+    """The plan's name of the checkpoint rule ``--average`` asks for (the last ones)."""
+    return "last" if average == 1 else f"last-{average}"
+
+
+def read_test(name: str, run: dict, args: argparse.Namespace, budget: Budget) -> dict | None:
+    """``name`` scored on the test split through the plan's one door
+    (:func:`~transformer_book.run.plans.open_test_read`): with the plan's decoding and its
+    rule ``last-<--average>`` (refused when fewer checkpoints can be averaged), the ledger
+    line written before any score is shown; a read that cannot be entered is refused, its
+    record and log removed. ``None`` when it was not read (the reason noted in ``run``)."""
+    root = repository_root(args.plan)
+    try:
+        with open_test_read(args.test_plan, args.system, TEST_SPLIT, root) as read:
+            if _averageable(run["out"]) < args.average:
+                raise BookError(f"--average: expected {args.average} checkpoints to average, "
+                                f"as the plan's rule says, received {_averageable(run['out'])}")
+            test = evaluate_one(name, run, TEST_SPLIT, args, budget)
+            if test is None:
+                return None
+            try:
+                kept = read.record(
+                    {key: test.get(key) for key in ("bleu", "signature", "chrf", "ter",
+                                                    "bleu_95")},
+                    test["hypotheses"], commit=git_commit(root).get("commit"),
+                    record=test["path"], rule=_rule(args.average), beam=4, alpha=0.6)
+            except BookError:
+                Path(test["path"]).unlink(missing_ok=True)
+                (args.runs / f"{name}-{TEST_SPLIT}.log").unlink(missing_ok=True)
+                raise
+    except BookError as error:
+        run["error"] = f"test not read: {error}"
+        print(run["error"], flush=True)
+        return None
+    print(f"test read entered in the ledger; translations: {kept}", flush=True)
+    return test
+
+
 def train_and_validate(args: argparse.Namespace, env: dict[str, str],
                        budget: Budget) -> dict[str, dict]:
     """Every config in turn: its share of the time left, trained, scored on val."""
@@ -475,12 +513,22 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         parser.error("--plan and --system: expected both or neither")
     args.test_plan = None
     if args.plan is not None:
+        if args.limit is not None:
+            parser.error(f"--limit: expected none with --plan (a test read scores the whole "
+                         f"split, once), received {args.limit}")
         try:
             args.test_plan = load_plan(args.plan)
             require_readable(args.test_plan, args.system, TEST_SPLIT,
                              repository_root(args.plan) / LEDGER)
         except BookError as error:
             parser.error(str(error))
+        fields, rule = args.test_plan.fields, _rule(args.average)
+        if (fields["beam"], fields["alpha"]) != (4, 0.6):
+            parser.error(f"--plan: expected a plan decoding as this script does (beam 4, "
+                         f"alpha 0.6), received beam {fields['beam']}, alpha {fields['alpha']}")
+        if rule not in fields["checkpoint_rules"]:
+            parser.error(f"--average: expected one of the plan's checkpoint rules "
+                         f"{fields['checkpoint_rules']}, received {args.average} ({rule})")
     args.command = ["python", "scripts/gpu_run.py", *(sys.argv[1:] if argv is None else argv)]
     names = [Path(config).stem for config in args.configs]
     if len(set(names)) != len(names):
@@ -520,15 +568,7 @@ def main(argv: list[str] | None = None) -> int:
     chosen = max(scored, key=lambda name: scored[name]["val_bleu"]) if scored else None
     test = None
     if chosen is not None and args.test_plan is not None:
-        test = evaluate_one(chosen, runs[chosen], TEST_SPLIT, args, budget)
-        if test is not None:
-            root = repository_root(args.plan)
-            kept = record_test_read(
-                args.test_plan, args.system, TEST_SPLIT,
-                {key: test.get(key) for key in ("bleu", "signature", "chrf", "ter", "bleu_95")},
-                test["hypotheses"], root=root, commit=git_commit(root).get("commit"),
-                record=test["path"])
-            print(f"test read entered in the ledger; translations: {kept}", flush=True)
+        test = read_test(chosen, runs[chosen], args, budget)
     elif chosen is not None:
         print("test not read: no --plan (a test split is read only under a committed plan)",
               flush=True)

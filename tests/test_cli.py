@@ -19,6 +19,7 @@ from transformer_book.data.tokenizer import BPETokenizer
 from transformer_book.inference.trained import load_trained
 from transformer_book.nn.config import TransformerConfig
 from transformer_book.nn.transformer import Transformer
+from transformer_book.run import plans
 from transformer_book.run.checkpoint import checkpoint_name, save_checkpoint
 from transformer_book.run.config import RunConfig
 from transformer_book.train.step import NonFiniteLossError
@@ -604,18 +605,25 @@ seeds = [0]
 
 @pytest.mark.slow
 def test_a_test_read_needs_a_plan_committed_before_training_and_happens_once(run, capsys,
-                                                                            tmp_path):
+                                                                            tmp_path,
+                                                                            monkeypatch):
     """The plan rule from the command line: a plan committed after the run's first
     checkpoint is refused; one committed before it reads the test split once for its
     system, with a ledger line and the translations kept; a second read is refused."""
     repo = tmp_path / "repo"
     plan = write_plan(repo, "cli-demo", PLAN, commit=False)
     argv = ["evaluate", "--checkpoint", str(run / "run"), "--split", "test_2016_flickr",
-            "--beam", "2", "--limit", "5", "--plan", str(plan), "--system", "seed-0",
+            "--beam", "2", "--plan", str(plan), "--system", "seed-0",
             "--results", str(tmp_path / "records")]
     assert main(argv) == 2
     assert "(not committed)" in _one_line(capsys)
     write_plan(repo, "cli-demo", PLAN)
+    for refused, message in ((["--limit", "5"], "--limit: expected none with a test split"),
+                             (["--alpha", "0"], "--alpha: expected plan 'cli-demo''s alpha"),
+                             (["--select", "best-val"], "--select/--average: expected one of "
+                              "plan 'cli-demo''s checkpoint rules ['last'] (--select last)")):
+        assert main([*argv, *refused]) == 2, "the plan's whole split, decoding and rule"
+        assert message in _one_line(capsys)
     assert main(argv) == 2, "the run was trained before the plan was committed"
     assert "a plan committed before the run" in _one_line(capsys)
 
@@ -627,16 +635,31 @@ def test_a_test_read_needs_a_plan_committed_before_training_and_happens_once(run
     argv[2] = str(copy / "run")
     assert main([*argv, "--system", "seed-9"]) == 2
     assert "--system: expected one of plan 'cli-demo'" in _one_line(capsys)
+
+    def full_disk(ledger, line):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(plans, "_append", full_disk)  # the ledger line cannot be written
+    assert main(argv) == 2
+    captured = capsys.readouterr()
+    assert "the read is refused, not spent" in captured.err
+    assert captured.out.startswith("checkpoint: step 20") and captured.out.count("\n") == 1, (
+        "the selection line alone: no score shown")
+    assert not list((tmp_path / "records").glob("evaluate-run-test_2016_flickr-*.json")), (
+        "no score left on disk without its ledger line")
+    assert not (repo / "results" / "test_reads.jsonl").read_text()
+    monkeypatch.undo()
     assert main(argv) == 0
     assert "test read entered in the ledger" in capsys.readouterr().out
     (entry,) = [json.loads(line) for line in
                 (repo / "results" / "test_reads.jsonl").read_text().splitlines()]
     assert entry["plan"] == "cli-demo" and entry["system"] == "seed-0"
     assert entry["split"] == "test_2016_flickr" and 0 <= entry["bleu"] <= 100
+    assert (entry["rule"], entry["beam"], entry["alpha"]) == ("last", 2, 0.6), "the plan's"
     record = _record(tmp_path / "records", "evaluate-run-test_2016_flickr")
     assert entry["bleu"] == record["bleu"], "the ledger's score is the record's"
     kept = repo / entry["translations"]
-    assert len(kept.read_text(encoding="utf-8").splitlines()) == 5, "one line per sentence"
+    assert len(kept.read_text(encoding="utf-8").splitlines()) == 1000, "every sentence"
     assert main(argv) == 2
     assert "a plan reads its split once per system" in _one_line(capsys)
 

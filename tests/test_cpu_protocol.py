@@ -17,7 +17,6 @@ from plan_utils import write_plan
 
 from tests.test_cli import run  # noqa: F401 (the fixture: a tiny trained run)
 from transformer_book.inference import evaluate, load_trained
-from transformer_book.util.validation import BookError
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
@@ -135,7 +134,8 @@ def test_the_earlier_test_score_is_found_by_its_checkpoints(protocol, monkeypatc
     assert json.loads(json.dumps(record["runs"])) == ["runs/new", "runs/old"]
 
 
-def test_test_is_read_under_a_plan_once_per_system_and_kept(protocol, monkeypatch, plan):
+def test_test_is_read_under_a_plan_once_per_system_and_kept(protocol, monkeypatch, plan,
+                                                            capsys):
     module, calls, results = protocol
     monkeypatch.setattr(sys, "argv", ["cpu_protocol.py", "--run", "runs/new"])
     with pytest.raises(SystemExit):  # argparse: --plan and --system are required
@@ -153,15 +153,49 @@ def test_test_is_read_under_a_plan_once_per_system_and_kept(protocol, monkeypatc
                                       str(results), "--plan", str(plan), "--system",
                                       entry["system"]])
     calls.clear()
-    with pytest.raises(BookError, match="once per system"):
-        module.main()
+    capsys.readouterr()
+    assert module.main() == 2, "a refusal: one line, exit 2"
+    assert "once per system" in _one_line(capsys)
     assert calls == [], "refused before anything is scored"
     monkeypatch.setattr(module, "training_started", lambda folder: 1.0)  # trained before it
     monkeypatch.setattr(sys, "argv", ["cpu_protocol.py", "--run", "runs/new", "--results",
                                       str(results), "--plan", str(plan), "--system", "s99"])
-    with pytest.raises(BookError, match="a plan committed before the run runs/new"):
-        module.main()
+    assert module.main() == 2
+    assert "a plan committed before the run runs/new" in _one_line(capsys)
     assert calls == []
+
+
+def _one_line(capsys) -> str:
+    captured = capsys.readouterr()
+    assert captured.err.startswith("cpu_protocol: error: ") and captured.err.count("\n") == 1
+    return captured.err
+
+
+def test_a_read_that_cannot_be_entered_is_refused_and_its_records_go(protocol, monkeypatch,
+                                                                      plan, capsys):
+    """The ledger line comes before the score is printed; when it cannot be written the
+    read is refused (exit 2, no score shown) and the test records are removed."""
+    from transformer_book.run import plans
+
+    module, calls, results = protocol
+
+    def full_disk(ledger, line):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(plans, "_append", full_disk)
+    for path in ("evaluate-new-test_2016_flickr-4.json",):
+        (results / path).parent.mkdir(parents=True, exist_ok=True)
+        (results / path).write_text("{}")  # what score() would have written
+    monkeypatch.setattr(sys, "argv", ["cpu_protocol.py", "--run", "runs/new", "--results",
+                                      str(results), "--plan", str(plan), "--system", "s98"])
+    capsys.readouterr()
+    assert module.main() == 2
+    captured = capsys.readouterr()
+    assert "the read is refused, not spent" in captured.err
+    assert "test last-5" not in captured.out and "BLEU 60" not in captured.out
+    assert not (results / "evaluate-new-test_2016_flickr-4.json").exists()
+    assert not list(results.glob("protocol-small-2*.json")), "no protocol record with a score"
+    assert [c[1] for c in calls].count("test_2016_flickr") == 1
 
 
 def test_the_last_seed_read_prints_the_plan_s_mean_and_sd(protocol, monkeypatch, tmp_path,

@@ -91,15 +91,23 @@ def test_trains_chooses_on_val_and_scores_the_choice_on_test(gpu_run, multi30k_d
     configs = [_config(tmp_path, "tiny-a", multi30k_dir, "seed = 1\n"),
                _config(tmp_path, "tiny-b", multi30k_dir, "seed = 2\n")]
     plan = write_plan(tmp_path / "repo", "gpu-demo", PLAN)
+    planned = ["--plan", str(plan), "--system", "seed-1"]
+    for refused, message in ((["--limit", "8"], "--limit: expected none with --plan"),
+                             (["--average", "5"], "--average: expected one of the plan's")):
+        with pytest.raises(SystemExit):  # a partial read, or another rule than the plan's
+            gpu_run.main(["--configs", *configs, "--device", "cpu", *planned, *refused])
+        assert message in capsys.readouterr().err
     code = gpu_run.main(["--configs", *configs, "--device", "cpu", "--max-steps", "20",
-                         "--limit", "8", "--results", str(tmp_path / "results"),
+                         "--average", "2", "--results", str(tmp_path / "results"),
                          "--runs", str(tmp_path / "runs"), "--bundle", str(tmp_path / "out"),
-                         "--plan", str(plan), "--system", "seed-1"])
+                         *planned])
     assert code == 0
     ledger = plan.parents[2] / "results" / "test_reads.jsonl"
     (entry,) = [json.loads(line) for line in ledger.read_text().splitlines()]
     assert entry["plan"] == "gpu-demo" and entry["system"] == "seed-1"
-    assert len((plan.parents[2] / entry["translations"]).read_text().splitlines()) == 8
+    assert (entry["rule"], entry["beam"], entry["alpha"]) == ("last-2", 4, 0.6)
+    kept = (plan.parents[2] / entry["translations"]).read_text().splitlines()
+    assert len(kept) == 1000, "the whole split, once"
     printed = capsys.readouterr().out
     with pytest.raises(SystemExit):  # the plan's one read for seed-1 is spent
         gpu_run.main(["--configs", *configs, "--device", "cpu", "--plan", str(plan),
@@ -124,10 +132,10 @@ def test_trains_chooses_on_val_and_scores_the_choice_on_test(gpu_run, multi30k_d
     assert runs[chosen]["val_bleu"] == max(run["val_bleu"] for run in runs.values())
     test = json.loads(Path(summary["test"]["path"]).read_text())
     assert test["split"] == "test_2016_flickr"
-    assert (test["limit"], test["decoding"]["beam_size"], test["averaged"]) == (8, 4, 2)
+    assert (test["limit"], test["decoding"]["beam_size"], test["averaged"]) == (None, 4, 2)
     assert Path(test["checkpoints"][-1]).parent.name == chosen
     assert test["bleu"] == summary["test"]["bleu"]
-    assert summary["target_met"] is False  # a limited test set never counts
+    assert summary["target_met"] is False  # 20 steps of a tiny model
     with tarfile.open(tmp_path / "out" / "gpu_run.tar.gz") as tar:
         names = sorted(tar.getnames())
     assert sum(n.startswith("results/train-") for n in names) == 2

@@ -36,6 +36,7 @@ Each subcommand is a function ``_cmd_<name>(args) -> int`` registered in
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 from collections.abc import Sequence
@@ -200,7 +201,10 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
 
     _check_evaluate_arguments(args)
     plan = None if args.plan is None else _check_plan(args)
-    with Stopwatch() as wall:
+    # A test read: under the ledger's lock from the check to its line, which is written
+    # before any score is shown (or the read is refused, not spent).
+    door = contextlib.nullcontext() if plan is None else _open_test_read(plan, args)
+    with door as read, Stopwatch() as wall:
         trained = load_trained(args.checkpoint, device=_device(args), average=args.average,
                                select=args.select)
         print(_describe_selection(trained.selection))
@@ -209,26 +213,64 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
         evaluation = evaluate(trained, split=args.split, limit=args.limit, beam_size=args.beam,
                               alpha=args.alpha, stop=args.stop, max_tokens=args.max_tokens,
                               progress=not args.quiet)
+        path = None
+        if args.results is not None:
+            path = write_evaluation(args.results, evaluation, trained, args.argv, wall.seconds)
+        if read is not None:
+            kept = _record_test_read(read, args, evaluation, path)
         print(evaluation)
         if args.hypotheses is not None:
             atomic_write_text(args.hypotheses, "\n".join(evaluation.hypotheses) + "\n")
-    path = None
-    if args.results is not None:
-        path = write_evaluation(args.results, evaluation, trained, args.argv, wall.seconds)
+    if path is not None:
         print(f"record: {path}")
-    if plan is not None:
-        _record_test_read(plan, args, evaluation, path)
+    if read is not None:
+        print(f"test read entered in the ledger; translations: {kept}")
     return 0
 
 
 def _check_plan(args: argparse.Namespace) -> Any:
     """The plan a test read needs: committed, naming this split and system, not yet read
-    for them (:mod:`transformer_book.run.plans`); checked before anything is loaded."""
-    from transformer_book.run.plans import LEDGER, load_plan, repository_root, require_readable
+    for them (:mod:`transformer_book.run.plans`), and decoding as it says: its beam and α
+    (taken from it when not given) and one of its checkpoint rules. Checked before anything
+    is loaded."""
+    from transformer_book.run.plans import (
+        LEDGER,
+        checkpoint_rule,
+        load_plan,
+        repository_root,
+        require_readable,
+    )
+    from transformer_book.util.validation import require
 
     plan = load_plan(args.plan)
     require_readable(plan, args.system, args.split, repository_root(args.plan) / LEDGER)
+    for option, key in (("beam", "beam"), ("alpha", "alpha")):
+        wanted = plan.fields[key]
+        given = getattr(args, option)
+        require(given is None or given == wanted, f"--{option}",
+                f"plan {plan.name!r}'s {key} ({wanted}), or none", given)
+        setattr(args, option, wanted)
+    rules = {name: checkpoint_rule(name) for name in plan.fields["checkpoint_rules"]}
+    chosen = [name for name, rule in rules.items()
+              if (rule["select"], rule["average"]) == (args.select, args.average)]
+    require(bool(chosen), "--select/--average", f"one of plan {plan.name!r}'s checkpoint "
+            f"rules {list(rules)} ({', '.join(_rule_options(r) for r in rules.values())})",
+            _rule_options({"select": args.select, "average": args.average}))
+    args.rule = chosen[0]
     return plan
+
+
+def _rule_options(rule: dict[str, Any]) -> str:
+    """A checkpoint rule as the options that ask for it."""
+    average = f" --average {rule['average']}" if rule["average"] else ""
+    return f"--select {rule['select']}{average}"
+
+
+def _open_test_read(plan: Any, args: argparse.Namespace) -> Any:
+    """:func:`transformer_book.run.plans.open_test_read` for this command's plan and system."""
+    from transformer_book.run.plans import open_test_read, repository_root
+
+    return open_test_read(plan, args.system, args.split, repository_root(args.plan))
 
 
 def _check_planned_before(plan: Any, trained: Any) -> None:
@@ -241,21 +283,25 @@ def _check_planned_before(plan: Any, trained: Any) -> None:
     require_planned_before(plan, first.stat().st_mtime, f"the run {run_dir}")
 
 
-def _record_test_read(plan: Any, args: argparse.Namespace, evaluation: Any,
-                      record: Path | None) -> None:
-    """One ledger line for this test read, and its translations kept."""
-    from transformer_book.run.plans import record_test_read, repository_root
+def _record_test_read(read: Any, args: argparse.Namespace, evaluation: Any,
+                      record: Path | None) -> Path:
+    """This read's ledger line and translations (before any score is shown); when they
+    cannot be written, the evaluation's record goes too and the read is refused."""
     from transformer_book.util.records import git_commit
+    from transformer_book.util.validation import BookError
 
-    root = repository_root(args.plan)
-    scores = evaluation.scores
-    kept = record_test_read(
-        plan, args.system, args.split,
-        {"bleu": scores.bleu, "signature": scores.bleu_signature, "chrf": scores.chrf,
-         "ter": scores.ter, "bleu_95": evaluation.bleu_interval},
-        evaluation.hypotheses, root=root, commit=git_commit(root).get("commit"),
-        record=None if record is None else os.path.relpath(record, root))
-    print(f"test read entered in the ledger; translations: {kept}")
+    root, scores = read.root, evaluation.scores
+    try:
+        return read.record(
+            {"bleu": scores.bleu, "signature": scores.bleu_signature, "chrf": scores.chrf,
+             "ter": scores.ter, "bleu_95": evaluation.bleu_interval},
+            evaluation.hypotheses, commit=git_commit(root).get("commit"),
+            record=None if record is None else os.path.relpath(record, root),
+            rule=args.rule, beam=args.beam, alpha=args.alpha)
+    except BookError:
+        if record is not None:
+            record.unlink(missing_ok=True)  # a score on disk with no ledger line: none
+        raise
 
 
 def _cmd_export(args: argparse.Namespace) -> int:
@@ -292,6 +338,8 @@ def _check_evaluate_arguments(args: argparse.Namespace) -> None:
                 "(results/plans/*.toml) to read a test split", "none")
         require(args.system is not None, "--system", "the plan's name of the system read",
                 "none")
+        require(args.limit is None, "--limit", "none with a test split (a plan reads the "
+                "whole split once; --limit is for val)", args.limit)
     else:
         require(args.plan is None, "--plan", "only with a test split", args.split)
     _check_decoding_arguments(args)

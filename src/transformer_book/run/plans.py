@@ -25,15 +25,25 @@ A plan is a small TOML file under ``results/plans/``::
 
 Reads made before the ledger existed are entered from the records of ``results/`` with
 ``"before_ledger": true`` and no plan.
+
+The one door to a test split is :func:`open_test_read`: it holds the ledger's lock
+(``results/test_reads.lock``) from the check that the system is unread to the ledger line,
+so two reads of one system at once cannot both happen, and refuses before anything is read
+when the ledger could not be written. Its :meth:`PlannedRead.record` appends the line (one
+write, flushed to disk) and must come before any score is shown: a read whose line could
+not be written is refused, not spent. The ledger is only ever appended to.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
+import os
+import re
 import subprocess
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -41,15 +51,21 @@ from typing import Any
 
 from transformer_book.util.files import atomic_write_text
 from transformer_book.util.records import utc_timestamp
-from transformer_book.util.validation import BookError, require
+from transformer_book.util.validation import BookError, bad_input, require
+
+try:  # POSIX; elsewhere the ledger is written unlocked
+    import fcntl
+except ImportError:  # pragma: no cover - Windows
+    fcntl = None  # type: ignore[assignment]
 
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover - Python 3.10
     import tomli as tomllib
 
-__all__ = ["LEDGER", "PLANS", "TRANSLATIONS", "Plan", "ledger_entries", "load_plan",
-           "record_test_read", "repository_root", "require_planned_before", "require_readable"]
+__all__ = ["LEDGER", "PLANS", "TRANSLATIONS", "Plan", "PlannedRead", "checkpoint_rule",
+           "ledger_entries", "load_plan", "open_test_read", "record_test_read",
+           "repository_root", "require_planned_before", "require_readable"]
 
 #: Where, relative to the repository, plans, the ledger and kept translations live.
 PLANS = Path("results/plans")
@@ -59,6 +75,20 @@ TRANSLATIONS = Path("results/translations")
 REQUIRED: dict[str, type | tuple[type, ...]] = {
     "name": str, "split": str, "systems": list, "val_criterion": str, "checkpoint_rules": list,
     "alpha": (int, float), "beam": int, "stopping_rule": str, "seeds": list}
+#: A plan's name and its systems become file names (``<name>.<system>.<split>.txt``).
+NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}")
+#: The checkpoint rules a plan may name: ``last`` or ``best-val`` (lowest val loss), with
+#: ``-N`` the average of N checkpoints (``load_trained``'s ``select`` and ``average``).
+CHECKPOINT_RULE = re.compile(r"(?P<select>last|best-val)(?:-(?P<average>[2-9]|[1-9]\d+))?")
+
+
+def checkpoint_rule(name: str) -> dict[str, Any] | None:
+    """The checkpoints a rule reads, as ``{"select", "average"}``; ``None``: no such rule."""
+    match = CHECKPOINT_RULE.fullmatch(name) if isinstance(name, str) else None
+    if match is None:
+        return None
+    return {"select": match["select"],
+            "average": int(match["average"]) if match["average"] else None}
 
 
 @dataclass(frozen=True)
@@ -115,9 +145,8 @@ def load_plan(path: str | Path) -> Plan:
         require(isinstance(fields[key], kind) and not isinstance(fields[key], bool),
                 f"--plan {path} field {key!r}", f"a {getattr(kind, '__name__', kind)}",
                 fields[key])
-    systems = tuple(str(system) for system in fields["systems"])
-    require(len(systems) > 0 and len(set(systems)) == len(systems),
-            f"--plan {path} field 'systems'", "distinct system names", list(systems))
+    _check_values(path, fields)
+    systems = tuple(fields["systems"])
     root = _repository(path)
     relative = path.resolve().relative_to(root).as_posix()
     tracked = subprocess.run(["git", "-C", str(root), "ls-files", "--error-unmatch", relative],
@@ -127,11 +156,34 @@ def load_plan(path: str | Path) -> Plan:
     changed = _git(root, "status", "--porcelain", "--", relative)
     require(changed == "", "--plan", "a plan whose committed text is what is read",
             f"{relative} (uncommitted changes)")
-    first = _git(root, "log", "--diff-filter=A", "--format=%H %cI", "--", relative).splitlines()
-    require(bool(first), "--plan", "a plan with a commit that added it", relative)
-    commit, committed_at = first[-1].split(" ", 1)
+    # its date is its last change: a plan amended after a run began is no plan for that run
+    last = _git(root, "log", "-1", "--format=%H %cI", "--", relative)
+    require(bool(last), "--plan", "a plan with a commit that added it", relative)
+    commit, committed_at = last.split(" ", 1)
     return Plan(path=path, name=str(fields["name"]), split=str(fields["split"]),
                 systems=systems, fields=fields, commit=commit, committed_at=committed_at)
+
+
+def _check_values(path: Path, fields: dict[str, Any]) -> None:
+    """The values a read depends on, in range: names that are names, a beam of 1 or more, a
+    finite α of 0 or more, seeds and systems that are non-empty and distinct, known rules."""
+    def field(key: str) -> str:
+        return f"--plan {path} field {key!r}"
+
+    for key, values in (("name", [fields["name"]]), ("systems", fields["systems"])):
+        require(all(isinstance(v, str) and NAME.fullmatch(v) for v in values), field(key),
+                "names of letters, digits, '-' and '_' (they become file names)", values)
+    systems, seeds, rules = fields["systems"], fields["seeds"], fields["checkpoint_rules"]
+    require(len(systems) > 0 and len(set(systems)) == len(systems), field("systems"),
+            "distinct system names", systems)
+    require(len(seeds) > 0 and len(set(map(repr, seeds))) == len(seeds)
+            and all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in seeds),
+            field("seeds"), "distinct integers of 0 or more", seeds)
+    require(fields["beam"] >= 1, field("beam"), "a beam size of 1 or more", fields["beam"])
+    require(math.isfinite(fields["alpha"]) and fields["alpha"] >= 0, field("alpha"),
+            "a finite length penalty of 0 or more", fields["alpha"])
+    require(len(rules) > 0 and all(checkpoint_rule(rule) for rule in rules), field(
+        "checkpoint_rules"), "rules such as 'last', 'last-5', 'best-val', 'best-val-5'", rules)
 
 
 def require_planned_before(plan: Plan, started: float, what: str) -> None:
@@ -146,17 +198,27 @@ def require_planned_before(plan: Plan, started: float, what: str) -> None:
 
 
 def ledger_entries(ledger: str | Path) -> list[dict[str, Any]]:
-    """The ledger's lines, oldest first (an absent ledger has none)."""
+    """The ledger's lines, oldest first (an absent ledger has none); a ledger that cannot be
+    read, or a line that is not a JSON object, is refused (``BookError``) by line number."""
     ledger = Path(ledger)
     if not ledger.exists():
         return []
+    try:
+        text = ledger.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as error:
+        raise bad_input("ledger", "a readable UTF-8 file of JSON lines", f"{ledger} ({error})"
+                        ) from None
     entries = []
-    for number, line in enumerate(ledger.read_text(encoding="utf-8").splitlines(), 1):
+    for number, line in enumerate(text.splitlines(), 1):
         if line.strip():
             try:
-                entries.append(json.loads(line))
+                entry = json.loads(line)
             except json.JSONDecodeError:
-                raise BookError(f"{ledger} line {number}: not JSON: {line[:60]!r}") from None
+                entry = None
+            if not isinstance(entry, dict):
+                raise BookError(f"{ledger} line {number}: expected a JSON object, received "
+                                f"{line[:60]!r}")
+            entries.append(entry)
     return entries
 
 
@@ -175,33 +237,99 @@ def require_readable(plan: Plan, system: str, split: str, ledger: str | Path) ->
                             "a plan reads its split once per system")
 
 
+@dataclass(frozen=True)
+class PlannedRead:
+    """A read of ``split`` for ``system`` under ``plan``, allowed by
+    :func:`open_test_read` and not yet entered: :meth:`record` enters it."""
+
+    plan: Plan
+    system: str
+    split: str
+    root: Path
+
+    def record(self, scores: dict[str, Any], hypotheses: Sequence[str], *,
+               commit: str | None = None, record: str | None = None, **fields: Any) -> Path:
+        """Keep the translations and append this read's ledger line; returns the
+        translations' path. Call it before any score is shown: when it fails (the ledger or
+        the translations cannot be written) the read is refused, with nothing entered.
+
+        ``scores`` holds at least ``bleu`` (and may hold ``chrf``, ``ter``, signatures and
+        the bootstrap interval); ``fields`` are entered beside them (e.g. ``rule``). The
+        translations are written first (atomically), then the line is appended in one
+        write and flushed to disk. A hypothesis holding a line break is kept on one line.
+        """
+        require("bleu" in scores, "scores", "a dict with 'bleu'", sorted(scores))
+        plan, root = self.plan, self.root
+        translations = root / TRANSLATIONS / f"{plan.name}.{self.system}.{self.split}.txt"
+        entry = {"time": utc_timestamp(), "commit": commit, "plan": plan.name,
+                 "plan_file": plan.path.resolve().relative_to(root.resolve()).as_posix(),
+                 "plan_commit": plan.commit, "system": self.system, "split": self.split,
+                 **scores, **fields, "translations": translations.relative_to(root).as_posix(),
+                 "record": record, "before_ledger": False}
+        line = (json.dumps(entry, sort_keys=True) + "\n").encode("utf-8")
+        try:
+            translations.parent.mkdir(parents=True, exist_ok=True)
+            # one line per sentence: a line break inside a hypothesis becomes a space
+            # (sacreBLEU's tokenisers treat both as white space: the scores are unchanged)
+            atomic_write_text(translations, "".join(" ".join(h.splitlines()) + "\n"
+                                                    for h in hypotheses))
+            _append(root / LEDGER, line)
+        except OSError as error:
+            raise bad_input("ledger", "a ledger line written before the score is shown",
+                            f"{root / LEDGER}: {error}; the read is refused, not spent"
+                            ) from None
+        return translations
+
+
+def _append(ledger: Path, line: bytes) -> None:
+    """Append ``line`` to ``ledger`` in one write (after a newline if its last line lacks
+    one), flushed to disk."""
+    descriptor = os.open(ledger, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o666)
+    try:
+        size = os.fstat(descriptor).st_size
+        if size and os.pread(descriptor, 1, size - 1) != b"\n":
+            line = b"\n" + line
+        written = os.write(descriptor, line)
+        if written != len(line):
+            raise OSError(f"wrote {written} of {len(line)} bytes")
+        os.fsync(descriptor)
+    finally:
+        os.close(descriptor)
+
+
+@contextlib.contextmanager
+def open_test_read(plan: Plan, system: str, split: str, root: str | Path
+                   ) -> Iterator[PlannedRead]:
+    """The one door to a test split (module docstring): under the ledger's lock, refuse a
+    read the plan does not allow (:func:`require_readable`) or that could not be entered
+    (a ledger or a ``results/`` folder that cannot be written), then yield the
+    :class:`PlannedRead` whose :meth:`~PlannedRead.record` enters it. The lock is held until the
+    block ends, so a second read of the same system waits, then is refused."""
+    root = Path(root)
+    ledger = root / LEDGER
+    try:
+        ledger.parent.mkdir(parents=True, exist_ok=True)
+        lock = open(ledger.with_suffix(".lock"), "a")  # noqa: SIM115 (held for the block)
+    except OSError as error:
+        raise bad_input("ledger", "a results/ folder where the ledger can be written",
+                        f"{ledger.parent} ({error}); nothing was read") from None
+    with lock:
+        if fcntl is not None:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+        require_readable(plan, system, split, ledger)
+        try:
+            os.close(os.open(ledger, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666))
+        except OSError as error:
+            raise bad_input("ledger", "a ledger file that can be appended to",
+                            f"{ledger} ({error}); nothing was read") from None
+        yield PlannedRead(plan, system, split, root)
+
+
 def record_test_read(plan: Plan, system: str, split: str, scores: dict[str, Any],
                      hypotheses: Sequence[str], *, root: str | Path,
                      commit: str | None = None, record: str | None = None) -> Path:
-    """Keep the translations and append one ledger line; returns the translations' path.
-
-    ``scores`` holds at least ``bleu`` (and may hold ``chrf``, ``ter``, signatures and the
-    bootstrap interval). The translations are written first (atomically), then the ledger
-    is rewritten atomically with the new line at its end, so a kill leaves either the old
-    ledger or the new one. A hypothesis holding a line break is kept on one line.
-    """
-    require("bleu" in scores, "scores", "a dict with 'bleu'", sorted(scores))
-    root = Path(root)
-    require_readable(plan, system, split, root / LEDGER)
-    translations = root / TRANSLATIONS / f"{plan.name}.{system}.{split}.txt"
-    translations.parent.mkdir(parents=True, exist_ok=True)
-    # one line per sentence: a line break inside a hypothesis becomes a space (sacreBLEU's
-    # tokenisers treat both as white space, so the scores are unchanged)
-    atomic_write_text(translations, "".join(" ".join(line.splitlines()) + "\n"
-                                            for line in hypotheses))
-    entry = {"time": utc_timestamp(), "commit": commit, "plan": plan.name,
-             "plan_file": plan.path.resolve().relative_to(root.resolve()).as_posix(),
-             "plan_commit": plan.commit, "system": system, "split": split,
-             **scores, "translations": translations.relative_to(root).as_posix(),
-             "record": record, "before_ledger": False}
-    ledger = root / LEDGER
-    old = ledger.read_text(encoding="utf-8") if ledger.exists() else ""
-    if old and not old.endswith("\n"):
-        old += "\n"
-    atomic_write_text(ledger, old + json.dumps(entry, sort_keys=True) + "\n")
-    return translations
+    """Check and enter one read at once (:func:`open_test_read`, then
+    :meth:`PlannedRead.record`), for a caller whose scores were computed already; returns
+    the translations' path."""
+    with open_test_read(plan, system, split, root) as read:
+        return read.record(scores, hypotheses, commit=commit, record=record)
