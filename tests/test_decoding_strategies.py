@@ -182,6 +182,25 @@ def test_top_p_never_samples_outside_the_nucleus() -> None:
     assert cold.tolist() == [0.0, 1.0, 0.0, 0.0]
 
 
+def test_extreme_temperatures_and_top_p_sample_their_limits_without_nan() -> None:
+    """A temperature or top_p that rounds to 0 in float32 is greedy search; a temperature
+    past float32's range is the uniform limit (it used to divide into nan and crash)."""
+    logp = torch.tensor([[-math.inf, -1.0, -0.5, -2.0]])  # float32, one token impossible
+    for tiny in (1e-300, 1e-46):
+        assert nucleus(logp, tiny, 1.0)[0].tolist() == [0.0, 0.0, 1.0, 0.0]
+    assert nucleus(logp, 1.0, 1e-300)[0].tolist() == [0.0, 0.0, 1.0, 0.0]
+    for huge in (1e39, 1e308):
+        probs = nucleus(logp, huge, 1.0)[0]
+        torch.testing.assert_close(probs, torch.tensor([0.0, 1 / 3, 1 / 3, 1 / 3]))
+    model, sources = _model(3), _sources()
+    greedy = translate_ids(model, sources, max_len_b=6)
+    for strategy in (Sampling(temperature=1e-300, seed=1), Sampling(top_p=1e-300, seed=2)):
+        assert translate_ids(model, sources, strategy, max_len_b=6) == greedy, strategy
+    uniform = translate_ids(model, sources, Sampling(temperature=1e308, seed=2**63 - 1),
+                            max_len_b=6)
+    assert len(uniform) == len(greedy) and uniform != greedy
+
+
 def test_the_nucleus_keeps_ties_to_the_lower_id_and_never_gives_nan() -> None:
     logp = torch.tensor([[-math.inf, -1.0, -1.0, -2.0, -math.inf]])
     assert nucleus(logp, 1.0, 1e-9)[0].tolist() == [0.0, 1.0, 0.0, 0.0, 0.0]
@@ -199,8 +218,9 @@ def test_the_nucleus_keeps_ties_to_the_lower_id_and_never_gives_nan() -> None:
     ({"top_p": 1.5}, r"top_p: expected a finite number >= 0 and <= 1, received 1.5"),
     ({"top_p": -0.1}, r"top_p: expected a finite number >= 0 and <= 1, received -0.1"),
     ({"top_p": math.nan}, r"top_p: expected a finite number >= 0 and <= 1, received nan"),
-    ({"seed": -1}, r"seed: expected an integer >= 0, received -1"),
-    ({"seed": 1.5}, r"seed: expected an integer >= 0, received 1.5"),
+    ({"seed": -1}, r"seed: expected an integer >= 0 and <= 9223372036854775807, received -1"),
+    ({"seed": 1.5}, r"seed: expected an integer >= 0 and <= \d+, received 1.5"),
+    ({"seed": 2**70}, r"seed: expected an integer >= 0 and <= 9223372036854775807"),
 ])
 def test_bad_sampling_settings_are_refused(settings, match) -> None:
     with pytest.raises(BookError, match=match):

@@ -120,6 +120,10 @@ class Beam:
                            max_len_a=max_len_a, max_len_b=max_len_b, stop=self.stop, fast=True)
 
 
+#: The largest seed a ``torch.Generator`` takes (a signed 64-bit integer).
+MAX_SEED = 2**63 - 1
+
+
 def check_temperature(temperature: float, argument: str = "temperature") -> float:
     """``temperature`` as a float if it is a finite number > 0 (0 would divide by zero:
     a tiny temperature is greedy search)."""
@@ -142,12 +146,19 @@ def nucleus(log_probs: torch.Tensor, temperature: float, top_p: float) -> torch.
     the lower id first), renormalised; every other token gets probability 0.
     """
     # Shifted so that the best is 0: a tiny T sends the rest to -inf, never to nan.
-    scaled = (log_probs - log_probs.amax(-1, keepdim=True)) / temperature
-    probs = torch.softmax(scaled, dim=-1)  # (N, V)
+    shifted = log_probs - log_probs.amax(-1, keepdim=True)
+    limits = torch.finfo(log_probs.dtype)
+    if temperature < limits.tiny:  # T -> 0 (it would round to 0 here): greedy search
+        best = shifted.argmax(-1, keepdim=True)  # the lowest id among equals
+        return torch.zeros_like(shifted).scatter_(-1, best, 1.0)
+    # a T beyond the dtype's range divides as its largest value: the same uniform limit
+    probs = torch.softmax(shifted / min(temperature, limits.max), dim=-1)  # (N, V)
     if top_p < 1.0:
         ranked, order = probs.sort(dim=-1, descending=True, stable=True)  # (N, V) each
         above = ranked.cumsum(-1) - ranked  # the mass of the tokens ranked before each
-        keep = torch.zeros_like(probs, dtype=torch.bool).scatter_(-1, order, above < top_p)
+        inside = above < top_p
+        inside[..., 0] = True  # the most probable always (a top_p that rounds to 0 too)
+        keep = torch.zeros_like(probs, dtype=torch.bool).scatter_(-1, order, inside)
         probs = probs.masked_fill(~keep, 0.0)
         probs = probs / probs.sum(-1, keepdim=True)
     return probs
@@ -174,7 +185,7 @@ class Sampling:
     def __post_init__(self) -> None:
         check_temperature(self.temperature)
         check_top_p(self.top_p)
-        require_int(self.seed, "seed", minimum=0)
+        require_int(self.seed, "seed", minimum=0, maximum=MAX_SEED)
 
     def check(self, config: TransformerConfig) -> None:
         """Nothing depends on the model."""
