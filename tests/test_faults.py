@@ -135,3 +135,48 @@ def test_killed_saves_lose_nothing_and_resume_exactly(multi30k_dir, tmp_path, ca
     assert main(["translate", "--checkpoint", str(run), "ein Hund"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "step_00000016/checkpoint.json: expected sha256" in err
+
+
+def test_a_second_training_of_one_folder_is_refused_while_the_first_runs(tmp_path,
+                                                                        multi30k_dir):
+    """Two trainings with one --out (two terminals with the default --out) used to both
+    exit 0, the second's record naming the first's weights: the second is refused at once,
+    naming the folder, and the first finishes untouched."""
+    import fcntl
+    import time
+
+    from transformer_book.util.validation import BookError
+
+    config = tmp_path / "config.toml"
+    config.write_text((REPO / "configs" / "tiny.toml").read_text().replace(
+        "[data]", f'[data]\ndata_dir = "{multi30k_dir}"', 1))
+    out = tmp_path / "run"
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+    first = subprocess.Popen(
+        [sys.executable, "-m", "transformer_book.cli", "train", "--config", str(config),
+         "--out", str(out), "--max-steps", "400", "--results", str(tmp_path / "results"),
+         "--quiet", "--bleu-sentences", "0", "--val-sentences", "16", "--seed", "0"],
+        env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        while True:  # until the first training holds the folder's lock
+            assert first.poll() is None and time.monotonic() < deadline, first.communicate()
+            if out.is_dir():
+                descriptor = os.open(out, os.O_RDONLY)
+                try:
+                    fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    fcntl.flock(descriptor, fcntl.LOCK_UN)
+                except OSError:
+                    break  # held
+                finally:
+                    os.close(descriptor)
+            time.sleep(0.05)
+        second = _config(multi30k_dir, 4)
+        second.train.seed = 1
+        with pytest.raises(BookError, match=r"out_dir: .*another training is writing now"):
+            train(second, out, **QUICK)
+        assert main(["train", "--config", str(config), "--out", str(out), "--seed", "1",
+                     "--quiet", "--results", str(tmp_path / "results")]) == 2
+    finally:
+        first.kill()
+        first.communicate()

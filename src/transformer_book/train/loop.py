@@ -30,8 +30,9 @@ per-process dropout RNG, which is reseeded from (seed, rank, step).
 
 from __future__ import annotations
 
+import contextlib
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -42,7 +43,7 @@ import torch.distributed as dist
 from transformer_book.run.checkpoint import checkpoint_name, list_checkpoints
 from transformer_book.run.config import RunConfig
 from transformer_book.train.corpus import epoch_steps, make_step_batch, resegment_train
-from transformer_book.train.runtime import all_reduce, setup_distributed
+from transformer_book.train.runtime import DistInfo, all_reduce, setup_distributed
 from transformer_book.train.session import Session, TrainOptions, make_sampler, open_session
 from transformer_book.train.step import NonFiniteLossError, train_step
 from transformer_book.train.validate import validate
@@ -50,7 +51,12 @@ from transformer_book.util.env import require_device
 from transformer_book.util.files import require_writable
 from transformer_book.util.records import command_line, git_commit, hardware_info, write_record
 from transformer_book.util.timing import Stopwatch
-from transformer_book.util.validation import require
+from transformer_book.util.validation import bad_input, require
+
+try:  # POSIX; elsewhere two trainings of one folder are not kept apart
+    import fcntl
+except ImportError:  # pragma: no cover - Windows
+    fcntl = None  # type: ignore[assignment]
 
 __all__ = ["TrainingResult", "train"]
 
@@ -166,10 +172,38 @@ def train(
     _check_where(out_dir, results_dir)
     info, device = setup_distributed(None if device is None else require_device(device))
     try:
-        return _Loop(open_session(run_config, Path(out_dir), options, info, device, watch)).run()
+        with _one_training(Path(out_dir), info):
+            return _Loop(open_session(run_config, Path(out_dir), options, info, device,
+                                      watch)).run()
     finally:
         if info.enabled and dist.is_initialized():
             dist.destroy_process_group()
+
+
+@contextlib.contextmanager
+def _one_training(out_dir: Path, info: DistInfo) -> Iterator[None]:
+    """One training at a time writes a run folder: an exclusive lock on the folder itself
+    (on rank 0), taken before its checkpoints are read and held to the end; a second
+    training of the same folder is refused at once, where it would overwrite the first's
+    checkpoints in silence. A folder made here and left empty (a refusal) is removed."""
+    if not info.is_main or fcntl is None:
+        yield
+        return
+    made = not out_dir.exists()
+    out_dir.mkdir(parents=True, exist_ok=True)
+    descriptor = os.open(out_dir, os.O_RDONLY)
+    try:
+        try:
+            fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            raise bad_input("out_dir", "a run folder no other training is writing to",
+                            f"{out_dir}, which another training is writing now") from None
+        yield
+    finally:
+        os.close(descriptor)
+        if made:
+            with contextlib.suppress(OSError):  # only if it stayed empty
+                out_dir.rmdir()
 
 
 class _Loop:
