@@ -324,3 +324,29 @@ def test_resume_never_replaces_the_tokenizer_of_the_checkpoints(tmp_path, multi3
                                         r".*received \{'vocab_size': 999\}"):
         corpus.prepare_data(run, tmp_path)
     assert {p.name: p.read_bytes() for p in tmp_path.iterdir() if p.is_file()} == before
+
+
+def test_a_line_too_long_for_max_len_never_reaches_the_bpe_training(tmp_path, monkeypatch,
+                                                                     multi30k_dir):
+    """One space-free line of 3 MB used to keep the BPE training busy for over 10 minutes
+    (quadratic in its length) only to be dropped by max_len afterwards: it is dropped first."""
+    from transformer_book.data.tokenizer import BPETokenizer
+    from transformer_book.train import corpus
+
+    real_load, real_train, lengths = corpus.load_corpus, BPETokenizer.train, []
+
+    def with_a_long_line(dataset, split, *args):
+        pairs = real_load(dataset, split, *args)
+        return [("x" * 3_000_000, "y"), *pairs] if split == "train" else pairs
+
+    def train(texts, vocab_size):
+        lengths.append(max(map(len, texts)))
+        assert lengths[-1] < 3_000_000, "the BPE was given the 3 MB line"
+        return real_train(texts, vocab_size)
+
+    monkeypatch.setattr(corpus, "load_corpus", with_a_long_line)
+    monkeypatch.setattr(BPETokenizer, "train", staticmethod(train))
+    data = corpus.prepare_data(_tiny_run(data_dir=str(multi30k_dir)), tmp_path)
+    assert lengths and lengths[0] < corpus.CHARS_PER_TOKEN * 64, "the BPE never saw it"
+    assert data.stats["train_pairs"] == 16 and data.stats["train_kept"] <= 15
+    assert all(len(src) < 3_000_000 for src, _ in data.train_pairs)
