@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import io
 import os
+import shutil
 
 import nbformat
 import pytest
@@ -149,3 +150,27 @@ def test_without_source_outside_a_checkout_the_command_says_where_the_notebooks_
     (tmp_path / "notebooks" / NOTEBOOKS[0].name).write_bytes(NOTEBOOKS[0].read_bytes())
     assert cli_main(["assignments", "--out", "students"]) == 0, "a checkout's root: the default"
     assert (tmp_path / "students" / NOTEBOOKS[0].name).exists()
+
+
+def test_assignments_never_replace_a_notebook_they_did_not_write(tmp_path, capsys):
+    """A student's own 00_how_to_use.ipynb in --out (or one edited since it was handed out)
+    is kept and the command refused before it writes anything; a copy it wrote itself, left
+    as it was, is replaced."""
+    from transformer_book.cli import main
+
+    source, out = tmp_path / "masters", tmp_path / "out"
+    source.mkdir()
+    shutil.copy(NOTEBOOKS[0], source / NOTEBOOKS[0].name)
+    argv = ["assignments", "--source", str(source), "--out", str(out)]
+    assert main(argv) == 0 and main(argv) == 0, "its own, unchanged: replaced"
+    mine = out / NOTEBOOKS[0].name
+    mine.write_text(mine.read_text() + " ")  # the student's work since
+    capsys.readouterr()
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--out" in err and NOTEBOOKS[0].name in err
+    assert mine.read_text().endswith(" "), "the student's work is kept"
+    mine.unlink()
+    (out / ".transformer-book-written.json").unlink()
+    shutil.copy(NOTEBOOKS[0], mine)  # a notebook of the name, written by someone else
+    assert main(argv) == 2 and mine.read_bytes() == NOTEBOOKS[0].read_bytes()

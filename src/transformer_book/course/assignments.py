@@ -19,7 +19,9 @@ cell, so the notebook states it once.
 
 from __future__ import annotations
 
+import json
 import re
+from collections.abc import Sequence
 from pathlib import Path
 
 import nbformat
@@ -34,11 +36,17 @@ from transformer_book.course.exercise_cells import (
     solution_label_of,
 )
 from transformer_book.course.plain_markdown import read_citations, to_plain_markdown
-from transformer_book.util.files import atomic_write_text, require_writable
-from transformer_book.util.validation import BookError, bad_input
+from transformer_book.util.files import (
+    atomic_write_json,
+    atomic_write_text,
+    require_writable,
+    sha256_file,
+)
+from transformer_book.util.validation import BookError, bad_input, require
 
 __all__ = ["BEGIN", "END", "MarkerError", "make_assignments", "make_student_notebook",
-           "read_notebooks", "require_apart", "strip_solution", "write_notebook_atomically"]
+           "read_notebooks", "require_apart", "strip_solution", "write_notebook_atomically",
+           "write_own_notebooks"]
 SOLUTION_TAG = "solution"
 BOOK_ONLY_TAG = "book-only"
 _CHECK_CALL = re.compile(r"""\bcheck\(\s*["'](?P<id>\d\d\.\d+)["']""")
@@ -224,7 +232,8 @@ def read_notebooks(source_dir: Path | str, argument: str = "source_dir"
 
 
 def make_assignments(
-    source_dir: Path | str, out_dir: Path | str, *, bibliography: Path | str | None = None
+    source_dir: Path | str, out_dir: Path | str, *, bibliography: Path | str | None = None,
+    argument: str = "out_dir",
 ) -> list[Path]:
     """Write a student version of every ``source_dir/*.ipynb`` into ``out_dir``, same names.
 
@@ -232,17 +241,55 @@ def make_assignments(
     ``book/references.bib``). Returns the written paths. Everything is checked before the
     first file is written: ``out_dir`` apart from ``source_dir`` (:func:`require_apart`),
     every notebook readable (:func:`read_notebooks`) and its markers balanced
-    (:class:`MarkerError`, a ``BookError``, naming the notebook and cell).
+    (:class:`MarkerError`, a ``BookError``, naming the notebook and cell), and no file in
+    ``out_dir`` it would replace but did not write (:func:`write_own_notebooks`; refusals
+    name ``argument``).
     """
     source_dir, out_dir = Path(source_dir), Path(out_dir)
     require_apart(out_dir, "out_dir", {"source_dir": source_dir})
     notebooks = read_notebooks(source_dir)
     bibliography = bibliography or default_bibliography(source_dir)
     citations = read_citations(bibliography) if bibliography else {}
-    students = [(path, make_student_notebook(notebook, path.name, citations))
+    students = [(path.name, make_student_notebook(notebook, path.name, citations))
                 for path, notebook in notebooks]
+    return write_own_notebooks(students, out_dir, argument)
+
+
+#: In a folder notebooks were written into: each one's name and SHA-256 as written.
+WRITTEN = ".transformer-book-written.json"
+
+
+def write_own_notebooks(notebooks: Sequence[tuple[str, nbformat.NotebookNode]],
+                        out_dir: Path | str, argument: str = "out_dir") -> list[Path]:
+    """Write each ``(name, notebook)`` into ``out_dir`` (atomically), never over a file this
+    did not write: a notebook of the same name is replaced only if ``WRITTEN`` lists it
+    with the hash it still has (a student's own notebook, or one edited since, is kept).
+    Everything is checked before the first file is written; returns the written paths."""
+    out_dir = Path(out_dir)
+    try:
+        listed = json.loads((out_dir / WRITTEN).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        listed = {}
+    own = listed if isinstance(listed, dict) else {}
+
+    def ours(path: Path) -> bool:
+        if not path.exists() and not path.is_symlink():
+            return True
+        try:
+            return (path.is_file() and not path.is_symlink()
+                    and own.get(path.name) == sha256_file(path))
+        except OSError:
+            return False
+
+    strangers = [name for name, _ in notebooks if not ours(out_dir / name)]
+    require(not strangers, argument, "a folder where the notebooks of these names are absent "
+            "or as this command wrote them", f"{out_dir}, holding {', '.join(strangers[:3])}"
+            f"{' ...' if len(strangers) > 3 else ''}, which it did not write or which were "
+            "changed since (move them, or choose another folder)")
     written = []
-    for path, student in students:
-        write_notebook_atomically(student, out_dir / path.name)
-        written.append(out_dir / path.name)
+    for name, notebook in notebooks:
+        write_notebook_atomically(notebook, out_dir / name)
+        own[name] = sha256_file(out_dir / name)
+        written.append(out_dir / name)
+    atomic_write_json(out_dir / WRITTEN, own, sort_keys=True)
     return written

@@ -56,7 +56,7 @@ def _cmd_assignments(args: argparse.Namespace) -> int:
     args.source = _source(args)
     require_apart(args.out, "--out", {"--source": args.source})
     make = make_nbgrader_sources if args.nbgrader else make_assignments
-    written = make(args.source, args.out)
+    written = make(args.source, args.out, argument="--out")
     for path in written:
         print(f"wrote {path}")
     kind = "nbgrader source" if args.nbgrader else "student"

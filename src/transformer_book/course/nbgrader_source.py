@@ -43,7 +43,7 @@ from transformer_book.course.assignments import (
     make_student_notebook,
     read_notebooks,
     require_apart,
-    write_notebook_atomically,
+    write_own_notebooks,
 )
 from transformer_book.course.exercise_cells import annotate
 from transformer_book.util.validation import BookError
@@ -144,18 +144,15 @@ def make_nbgrader_notebook(master: Any, name: str) -> Any:
     return source
 
 
-def make_nbgrader_sources(source_dir: Path | str, out_dir: Path | str) -> list[Path]:
+def make_nbgrader_sources(source_dir: Path | str, out_dir: Path | str,
+                          argument: str = "out_dir") -> list[Path]:
     """Write the nbgrader source version of every ``source_dir/*.ipynb`` into ``out_dir``
     (same names); returns the written paths. As for
     :func:`~transformer_book.course.assignments.make_assignments`, ``out_dir`` apart from
-    ``source_dir``, every notebook readable and every conversion done before the first
-    file is written."""
+    ``source_dir``, every notebook readable, every conversion done and no file it did not
+    write in the way before the first file is written."""
     source_dir, out_dir = Path(source_dir), Path(out_dir)
     require_apart(out_dir, "out_dir", {"source_dir": source_dir})
-    converted = [(path, make_nbgrader_notebook(notebook, path.name))
+    converted = [(path.name, make_nbgrader_notebook(notebook, path.name))
                  for path, notebook in read_notebooks(source_dir)]
-    written = []
-    for path, notebook in converted:
-        write_notebook_atomically(notebook, out_dir / path.name)
-        written.append(out_dir / path.name)
-    return written
+    return write_own_notebooks(converted, out_dir, argument)
