@@ -339,9 +339,46 @@ def test_an_earlier_export_holding_a_file_it_did_not_write_is_refused(fitted, tm
     (out / "notes.txt").write_text("keep me")
     before = {p.name: p.read_bytes() for p in out.iterdir()}
     assert main(["export", "--checkpoint", str(fitted), "--out", str(out)]) == 2
-    assert "holding files it did not write: notes.txt" in _one_line(capsys)
+    assert "holding files it did not write (or that were changed since): notes.txt" in \
+        _one_line(capsys)
     assert {p.name: p.read_bytes() for p in out.iterdir()} == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["hf"]
+
+
+def test_an_export_keeps_an_edited_file_a_file_saved_meanwhile_and_a_link(
+        fitted, tmp_path, capsys, monkeypatch):
+    """An edited README.md is no longer the export's to replace; a file saved into the old
+    export while the new one is written is found by the check just before the swap; an --out
+    that is a symbolic link (dangling here) is refused in one line, not a traceback."""
+    from transformer_book.interop import hf_export
+
+    out = tmp_path / "hf"
+    argv = ["export", "--checkpoint", str(fitted / checkpoint_name(20)), "--out", str(out)]
+    assert main(argv) == 0
+    readme = (out / "README.md").read_text()
+    (out / "README.md").write_text(readme + "\nMy notes on this model.\n")
+    assert main(argv) == 2
+    assert "(or that were changed since): README.md" in _one_line(capsys)
+    assert (out / "README.md").read_text().endswith("My notes on this model.\n")
+    (out / "README.md").write_text(readme)
+    assert main(argv) == 0, "as it wrote it: replaced"
+
+    real_save = hf_export._generation_config
+
+    def save_while_exporting(config):  # the user saves a file while the export runs
+        (out / "while.txt").write_text("saved during the export")
+        return real_save(config)
+
+    monkeypatch.setattr(hf_export, "_generation_config", save_while_exporting)
+    assert main(argv) == 2
+    assert "while.txt" in _one_line(capsys)
+    assert (out / "while.txt").read_text() == "saved during the export"
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")], "no temporary left"
+    monkeypatch.undo()
+    link = tmp_path / "link"
+    link.symlink_to(tmp_path / "nowhere")
+    assert main([*argv[:-1], str(link)]) == 2
+    assert "--out: expected a folder path that is no symbolic link" in _one_line(capsys)
 
 
 def test_export_into_the_current_folder_is_one_line(fitted, tmp_path, capsys, monkeypatch):

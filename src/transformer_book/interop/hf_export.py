@@ -57,7 +57,11 @@ from transformers import (
 
 from transformer_book.data.tokenizer import SPECIAL_TOKENS
 from transformer_book.inference.trained import TrainedModel, load_trained
-from transformer_book.interop.export_folder import check_replaceable, exported_files
+from transformer_book.interop.export_folder import (
+    check_replaceable,
+    exported_files,
+    file_hashes,
+)
 from transformer_book.nn.config import TransformerConfig
 from transformer_book.nn.transformer import Transformer
 from transformer_book.run.checkpoint import TOKENIZER
@@ -334,7 +338,7 @@ def export_model(trained: TrainedModel, out: str | Path, argument: str = "out"
         assert difference <= 1e-9, f"exported logits differ by {difference}"
         atomic_write_text(temp / "README.md", _card(trained, steps))
         atomic_write_json(temp / MARKER, {  # last: a folder holding it is complete
-            "format": 2, "files": exported_files(temp),
+            "format": 3, "files": exported_files(temp), "hashes": file_hashes(temp, MARKER),
             "checkpoints": [str(p) for p in trained.checkpoints],
             "steps": steps, "selection": trained.selection,
             "model_config": trained.model_config.to_dict(),
@@ -342,6 +346,7 @@ def export_model(trained: TrainedModel, out: str | Path, argument: str = "out"
                                     "perm = (0, 2, ..., d-2, 1, 3, ..., d-1)",
             "max_abs_logit_difference_float64": difference,
             "transformers": transformers.__version__, "git": git_commit()})
+        check_output_folder(out, argument)  # again: a file saved there meanwhile is kept
     parameters = sum(p.numel() for name, p in loaded.named_parameters()  # tables left out
                      if not name.endswith("embed_positions.weight"))
     return ExportResult(out, steps, parameters, difference, list(trained.checkpoints))
