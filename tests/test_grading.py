@@ -479,3 +479,42 @@ def test_a_kernel_that_did_not_start_is_started_once_more(tmp_path, monkeypatch)
         assert len(raised) == calls, (errors, raised)
         assert result["notes"] == [f"{name}: could not be run "
                                    f"(RuntimeError({raised[-1]!r})); not graded"]
+
+
+def test_links_pipes_and_long_names_are_refused_before_anything_runs(tmp_path):
+    """A submission that is a link (to the master: graded as the master; to /etc/passwd:
+    its start in the feedback), one in a linked folder, a FIFO (read: a hang) and a student
+    of a 250-byte name (its feedback file crashed the grader after every notebook had run)."""
+    import threading
+
+    (tmp_path / "masters").mkdir()
+    master = _master(tmp_path / "masters", "00")
+    name = CHAPTERS["00"]
+    submissions = tmp_path / "class"
+    for student in ("linked", "passwd", "pipe", "x" * 250):
+        (submissions / student).mkdir(parents=True)
+    (submissions / "linked" / name).symlink_to(tmp_path / "masters" / name)
+    (submissions / "passwd" / name).symlink_to("/etc/passwd")
+    os.mkfifo(submissions / "pipe" / name)
+    (submissions / ("x" * 250) / name).write_text("not a notebook")
+    (tmp_path / "elsewhere").mkdir()
+    nbformat.write(master, tmp_path / "elsewhere" / name)
+    (submissions / "folder-link").symlink_to(tmp_path / "elsewhere")
+    done = []
+    grader = threading.Thread(target=lambda: done.append(cli_main(
+        ["grade", str(submissions), "--out", str(tmp_path / "out"), "--source",
+         str(tmp_path / "masters"), "--quiet"])), daemon=True)
+    grader.start()
+    grader.join(120)
+    assert done == [0], "it finished (a FIFO is never opened)"
+    with open(tmp_path / "out" / "grades.csv", newline="", encoding="utf-8") as handle:
+        rows = {row["student"]: row for row in csv.DictReader(handle)}
+    assert sorted(rows) == sorted(["linked", "passwd", "pipe", "x" * 250]), (
+        "a linked folder is not walked into")
+    assert all(row["total"] == "0" for row in rows.values()), "nothing graded as an answer"
+    feedback = {p.name: p.read_text(encoding="utf-8")
+                for p in (tmp_path / "out" / "feedback").iterdir()}
+    assert all(len(n.encode()) <= 110 for n in feedback), "every name fits a file system"
+    assert "symbolic link, not followed" in feedback["linked.md"]
+    assert "root:" not in feedback["passwd.md"] and "symbolic link" in feedback["passwd.md"]
+    assert "not a regular file" in feedback["pipe.md"]

@@ -33,6 +33,10 @@ from transformer_book.util.validation import bad_input, require
 MARKS_HEADER = ["student", "exercise", "points", "comment"]
 
 
+#: The longest stem of a feedback file (far inside the 255 bytes file systems allow).
+MAX_STEM = 100
+
+
 def shown(name: str) -> str:
     """``name`` (a file or folder name, maybe holding undecodable bytes as surrogates)
     as printable UTF-8 text: each byte that is not UTF-8 becomes ``\\xNN``."""
@@ -40,7 +44,13 @@ def shown(name: str) -> str:
 
 
 def _safe(name: str) -> str:
-    return re.sub(r"[^\w.-]+", "_", name, flags=re.ASCII) or "student"
+    """``name`` as a file name's stem: ASCII letters, digits, ``.``, ``_``, ``-``, at most
+    ``MAX_STEM`` characters (a longer one is cut and gets its hash: every file system holds
+    it, where a 250-byte name made the grader crash after every notebook had run)."""
+    safe = re.sub(r"[^\w.-]+", "_", name, flags=re.ASCII).lstrip(".") or "student"
+    if len(safe) <= MAX_STEM:
+        return safe
+    return f"{safe[:MAX_STEM - 7]}-{hashlib.sha256(os.fsencode(name)).hexdigest()[:6]}"
 
 
 def feedback_names(students: list[str]) -> dict[str, str]:

@@ -39,7 +39,9 @@ This is **not a sandbox**: students' code runs with your rights; for isolation r
 
 from __future__ import annotations
 
+import os
 import re
+import stat
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -91,11 +93,31 @@ def find_submissions(root: Path) -> list[Submission]:
                 paths.append((parts[0] if len(parts) > 1 else path.stem, path))
     found = []
     for student, path in paths:
+        refused = _not_a_plain_file(root, path)
+        if refused is not None:  # never followed or opened: it could be any file, or block
+            found.append(Submission(student, path, None, refused))
+            continue
         try:
             found.append(Submission(student, path, path.read_bytes()))
         except OSError as error:
             found.append(Submission(student, path, None, error.strerror or str(error)))
     return found
+
+
+def _not_a_plain_file(root: Path, path: Path) -> str | None:
+    """Why ``path`` (under ``root``) is not read: a symbolic link, in a linked folder, or
+    not a regular file (a FIFO would block the grader); ``None`` for a plain file."""
+    here = root
+    for part in path.relative_to(root).parts if path != root else ():
+        here = here / part
+        if here.is_symlink():
+            return ("a symbolic link, not followed (it may point to any file, the master "
+                    "included)" if here == path else f"in a linked folder ({part})")
+    try:
+        mode = os.lstat(path).st_mode
+    except OSError as error:
+        return error.strerror or str(error)
+    return None if stat.S_ISREG(mode) else "not a regular file (a pipe, a device ...)"
 
 
 def _by_name(name: str, masters: dict[str, list[ExerciseSpec]]) -> str | None:
