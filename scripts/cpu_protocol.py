@@ -41,7 +41,6 @@ from transformer_book.data.multi30k import load_multi30k
 from transformer_book.inference.evaluation import evaluate, write_evaluation
 from transformer_book.inference.significance import compare_systems
 from transformer_book.inference.trained import load_trained
-from transformer_book.run.checkpoint import list_checkpoints
 from transformer_book.run.plans import (
     LEDGER,
     checkpoint_rule,
@@ -49,7 +48,7 @@ from transformer_book.run.plans import (
     load_plan,
     open_test_read,
     repository_root,
-    require_planned_before,
+    require_plan_precedes,
     require_readable,
 )
 from transformer_book.util.records import git_commit, read_records, write_record
@@ -119,11 +118,10 @@ def earlier_test(results: str, selection: dict) -> dict | None:
     return done[-1] if done else None
 
 
-def training_started(run: str) -> float:
-    """When ``run`` began training, at the latest: its first checkpoint's time."""
-    found = list_checkpoints(run)
-    require(bool(found), "--run", "a run folder holding checkpoints", run)
-    return found[0].stat().st_mtime
+def plan_precedes(plan, run: str) -> None:
+    """Refuse ``plan`` unless it came before ``run`` started, by the run's start manifest
+    (:func:`transformer_book.run.plans.require_plan_precedes`)."""
+    require_plan_precedes(plan, run, f"the run {run}")
 
 
 def _relative(path: str | Path, root: Path) -> str:
@@ -159,7 +157,7 @@ def protocol() -> int:
             "this protocol's decoding (beam 4, alpha 0.6)",
             f"beam {plan.fields['beam']}, alpha {plan.fields['alpha']}")
     for folder in (args.run, *args.against):
-        require_planned_before(plan, training_started(folder), f"the run {folder}")
+        plan_precedes(plan, folder)
     options = candidates(args.run, args.against)
     chosen, scored, versus = choose_on_val(options, args.results)
     run, rule = options[chosen]

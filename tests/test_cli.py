@@ -7,6 +7,7 @@ import io
 import json
 import os
 import shutil
+import subprocess
 import time
 
 import pytest
@@ -607,9 +608,11 @@ seeds = [0]
 def test_a_test_read_needs_a_plan_committed_before_training_and_happens_once(run, capsys,
                                                                             tmp_path,
                                                                             monkeypatch):
-    """The plan rule from the command line: a plan committed after the run's first
-    checkpoint is refused; one committed before it reads the test split once for its
-    system, with a ledger line and the translations kept; a second read is refused."""
+    """The plan rule from the command line: a plan committed after the run started (by its
+    start manifest, run.json) is refused, also for a copy of the run or checkpoints touched
+    since (their file times once decided); one committed before a run reads the test split
+    once for its system, with a ledger line and the translations kept; a second read is
+    refused."""
     repo = tmp_path / "repo"
     plan = write_plan(repo, "cli-demo", PLAN, commit=False)
     argv = ["evaluate", "--checkpoint", str(run / "run"), "--split", "test_2016_flickr",
@@ -626,18 +629,40 @@ def test_a_test_read_needs_a_plan_committed_before_training_and_happens_once(run
         assert message in _one_line(capsys)
     assert main(argv) == 2, "the run was trained before the plan was committed"
     assert "a plan committed before the run" in _one_line(capsys)
-
-    copy = tmp_path / "later"  # the same run, as if trained after the plan
-    shutil.copytree(run / "run", copy / "run")
+    # the two holes of a guard that read the oldest surviving checkpoint's file time: the
+    # checkpoints of that run touched since (as when retention deleted the earlier ones),
+    # and a copy of it (cp -r: fresh file times); both now carry the run's start
     later = time.time() + 60
-    for checkpoint in (copy / "run").glob("step_*"):
+    touched, copied = tmp_path / "touched", tmp_path / "copied"
+    shutil.copytree(run / "run", touched / "run")
+    shutil.copytree(run / "run", copied / "run", copy_function=shutil.copy)
+    for checkpoint in (touched / "run").glob("step_*"):
         os.utime(checkpoint, (later, later))
-    argv[2] = str(copy / "run")
+    for folder in (touched, copied):
+        assert main([*argv[:2], str(folder / "run"), *argv[3:]]) == 2
+        assert "a plan committed before the run" in _one_line(capsys)
+
+    # a run trained after the plan, from the plan's commit (this test's repository stands in
+    # for the course's, and its tree is clean)
+    from transformer_book.run import start
+
+    head = subprocess.run(["git", "-C", str(repo), "rev-parse", "HEAD"], capture_output=True,
+                          text=True, check=True).stdout.strip()
+    monkeypatch.setattr(start, "git_commit", lambda: {"commit": head, "dirty": False})
+    time.sleep(1.1)  # git keeps whole seconds: the run starts a second after the plan
+    config = run / "tiny-cli.toml"
+    assert main(["train", "--config", str(config), "--out", str(tmp_path / "later" / "run"),
+                 "--results", str(tmp_path / "trained"), "--quiet", "--bleu-sentences", "0",
+                 "--val-sentences", "8"]) == 0
+    capsys.readouterr()
+    argv[2] = str(tmp_path / "later" / "run")
     assert main([*argv, "--system", "seed-9"]) == 2
     assert "--system: expected one of plan 'cli-demo'" in _one_line(capsys)
 
     def full_disk(ledger, line):
         raise OSError(28, "No space left on device")
+
+    real_append = plans._append
 
     monkeypatch.setattr(plans, "_append", full_disk)  # the ledger line cannot be written
     assert main(argv) == 2
@@ -648,7 +673,7 @@ def test_a_test_read_needs_a_plan_committed_before_training_and_happens_once(run
     assert not list((tmp_path / "records").glob("evaluate-run-test_2016_flickr-*.json")), (
         "no score left on disk without its ledger line")
     assert not (repo / "results" / "test_reads.jsonl").read_text()
-    monkeypatch.undo()
+    monkeypatch.setattr(plans, "_append", real_append)
     assert main(argv) == 0
     assert "test read entered in the ledger" in capsys.readouterr().out
     (entry,) = [json.loads(line) for line in

@@ -45,7 +45,8 @@ def protocol(monkeypatch, tmp_path):
                 "selection": {"averaged_steps": steps, "run": Path(folder).name}}
 
     monkeypatch.setattr(module, "score", score)
-    monkeypatch.setattr(module, "training_started", lambda folder: 4e9)  # after the plan
+    # the runs are made up: each started after the plan (the real guard: one test below)
+    monkeypatch.setattr(module, "plan_precedes", lambda plan, folder: None)
     return module, calls, tmp_path / "results"
 
 
@@ -157,12 +158,26 @@ def test_test_is_read_under_a_plan_once_per_system_and_kept(protocol, monkeypatc
     assert module.main() == 2, "a refusal: one line, exit 2"
     assert "once per system" in _one_line(capsys)
     assert calls == [], "refused before anything is scored"
-    monkeypatch.setattr(module, "training_started", lambda folder: 1.0)  # trained before it
+    # a run whose start manifest (copied along with it, whatever its files' times) says it
+    # began in 1970, long before the plan: refused by the real guard
+    monkeypatch.setattr(module, "plan_precedes", real_plan_precedes)
+    monkeypatch.chdir(plan.parents[2])
+    Path("runs/new").mkdir(parents=True)
+    Path("runs/new/run.json").write_text(json.dumps({"started": 1.0, "commit": "0" * 40,
+                                                     "dirty": False}))
     monkeypatch.setattr(sys, "argv", ["cpu_protocol.py", "--run", "runs/new", "--results",
                                       str(results), "--plan", str(plan), "--system", "s99"])
     assert module.main() == 2
-    assert "a plan committed before the run runs/new" in _one_line(capsys)
+    assert "a plan committed before the run runs/new began" in _one_line(capsys)
     assert calls == []
+
+
+def real_plan_precedes(plan, folder):
+    spec = importlib.util.spec_from_file_location(
+        "cpu_protocol_real", REPO_ROOT / "scripts" / "cpu_protocol.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.plan_precedes(plan, folder)
 
 
 def _one_line(capsys) -> str:

@@ -46,7 +46,10 @@ def test_08_1_passes_float64_and_float32_and_rejects_common_mistakes():
 
     assert run_check("08.1", halves).status == "failed"
     result = run_check("08.1", lambda n, d, base=10000.0: sinusoidal_encoding(n, d, base).T)
-    assert result.status == "failed" and "shape" in result.detail
+    # by its shape, or by its values when the draw is square (length = d_model: 6 and 6
+    # failed one full run)
+    assert result.status == "failed" and ("shape" in result.detail or
+                                          "expected" in result.detail), result.detail
 
 
 def test_08_1_not_attempted():

@@ -171,7 +171,8 @@ def test_nonfinite_weights_are_never_checkpointed(multi30k_dir, tmp_path, monkey
                        r"\(\S+\); no checkpoint of step 2 was written"):
         train(_config(multi30k_dir, 10, checkpoint_every=2), out,
               **{**QUICK, "results_dir": results})
-    assert sorted(p.name for p in out.iterdir()) == ["tokenizer-info.json", "tokenizer.json"]
+    assert sorted(p.name for p in out.iterdir()) == ["run.json", "tokenizer-info.json",
+                                                     "tokenizer.json"], "no checkpoint"
     [record] = _records(results)
     assert record["status"] == "diverged" and record["diverged_at_step"] == 2
     assert record["final_checkpoint"] is None and record["set_aside_checkpoint"] is None

@@ -208,8 +208,7 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
         trained = load_trained(args.checkpoint, device=_device(args), average=args.average,
                                select=args.select)
         print(_describe_selection(trained.selection))
-        if plan is not None:
-            _check_planned_before(plan, trained)
+        started = None if plan is None else _check_planned_before(plan, trained)
         evaluation = evaluate(trained, split=args.split, limit=args.limit, beam_size=args.beam,
                               alpha=args.alpha, stop=args.stop, max_tokens=args.max_tokens,
                               progress=not args.quiet)
@@ -217,7 +216,7 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
         if args.results is not None:
             path = write_evaluation(args.results, evaluation, trained, args.argv, wall.seconds)
         if read is not None:
-            kept = _record_test_read(read, args, evaluation, path)
+            kept = _record_test_read(read, args, evaluation, path, started)
         print(evaluation)
         if args.hypotheses is not None:
             atomic_write_text(args.hypotheses, "\n".join(evaluation.hypotheses) + "\n")
@@ -273,18 +272,16 @@ def _open_test_read(plan: Any, args: argparse.Namespace) -> Any:
     return open_test_read(plan, args.system, args.split, repository_root(args.plan))
 
 
-def _check_planned_before(plan: Any, trained: Any) -> None:
-    """Refuse a plan committed after the run's first checkpoint was written."""
-    from transformer_book.run.checkpoint import list_checkpoints
-    from transformer_book.run.plans import require_planned_before
+def _check_planned_before(plan: Any, trained: Any) -> dict[str, Any]:
+    """Refuse a plan that did not precede the run, by its start manifest; returns it."""
+    from transformer_book.run.plans import require_plan_precedes
 
     run_dir = Path(trained.checkpoints[0]).parent
-    first = (list_checkpoints(run_dir) or [Path(trained.checkpoints[0])])[0]
-    require_planned_before(plan, first.stat().st_mtime, f"the run {run_dir}")
+    return require_plan_precedes(plan, run_dir, f"the run {run_dir}")
 
 
 def _record_test_read(read: Any, args: argparse.Namespace, evaluation: Any,
-                      record: Path | None) -> Path:
+                      record: Path | None, started: dict[str, Any] | None) -> Path:
     """This read's ledger line and translations (before any score is shown); when they
     cannot be written, the evaluation's record goes too and the read is refused."""
     from transformer_book.util.records import git_commit
@@ -297,7 +294,8 @@ def _record_test_read(read: Any, args: argparse.Namespace, evaluation: Any,
              "ter": scores.ter, "bleu_95": evaluation.bleu_interval},
             evaluation.hypotheses, commit=git_commit(root).get("commit"),
             record=None if record is None else os.path.relpath(record, root),
-            rule=args.rule, beam=args.beam, alpha=args.alpha)
+            rule=args.rule, beam=args.beam, alpha=args.alpha,
+            run_start={key: (started or {}).get(key) for key in ("started_utc", "commit")})
     except BookError:
         if record is not None:
             record.unlink(missing_ok=True)  # a score on disk with no ledger line: none

@@ -49,6 +49,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from transformer_book.run.start import START_MANIFEST, read_start_manifest
 from transformer_book.util.files import atomic_write_text
 from transformer_book.util.records import utc_timestamp
 from transformer_book.util.validation import BookError, bad_input, require
@@ -65,7 +66,8 @@ else:  # pragma: no cover - Python 3.10
 
 __all__ = ["LEDGER", "PLANS", "TRANSLATIONS", "Plan", "PlannedRead", "checkpoint_rule",
            "ledger_entries", "load_plan", "open_test_read", "record_test_read",
-           "repository_root", "require_planned_before", "require_readable"]
+           "repository_root", "require_plan_precedes", "require_planned_before",
+           "require_readable"]
 
 #: Where, relative to the repository, plans, the ledger and kept translations live.
 PLANS = Path("results/plans")
@@ -184,6 +186,30 @@ def _check_values(path: Path, fields: dict[str, Any]) -> None:
             "a finite length penalty of 0 or more", fields["alpha"])
     require(len(rules) > 0 and all(checkpoint_rule(rule) for rule in rules), field(
         "checkpoint_rules"), "rules such as 'last', 'last-5', 'best-val', 'best-val-5'", rules)
+
+
+def require_plan_precedes(plan: Plan, run_dir: str | Path, what: str) -> dict[str, Any]:
+    """Refuse a read of the run in ``run_dir`` unless ``plan`` came first, by the run's start
+    manifest (:mod:`transformer_book.run.start`, written before step 1 and carried by any
+    copy): the plan committed before the run started, in the history of the commit the run
+    started from, and that commit clean (no uncommitted changes trained it). Returns the
+    manifest. A run without one (started before manifests were written) is refused."""
+    manifest = read_start_manifest(run_dir)
+    require(manifest is not None, "--plan", f"a run whose start manifest ({START_MANIFEST}, "
+            "written before its first step) says when it began", f"{what}, which has none")
+    assert manifest is not None  # for the type checker
+    require_planned_before(plan, manifest["started"], what)
+    root = _repository(plan.path)
+    ancestor = subprocess.run(["git", "-C", str(root), "merge-base", "--is-ancestor",
+                               plan.commit, str(manifest["commit"])],
+                              capture_output=True, text=True, check=False)
+    require(ancestor.returncode == 0, "--plan", f"a plan in the history of the commit {what} "
+            "started from", f"plan commit {plan.commit[:12]}, run commit "
+            f"{str(manifest['commit'])[:12]}")
+    require(manifest.get("dirty") is False, "--plan", "a run started from a clean tree "
+            "(its commit says what code trained it)", f"{what}, started with uncommitted "
+            f"changes (dirty: {manifest.get('dirty')})")
+    return manifest
 
 
 def require_planned_before(plan: Plan, started: float, what: str) -> None:

@@ -42,6 +42,7 @@ import torch.distributed as dist
 
 from transformer_book.run.checkpoint import checkpoint_name, list_checkpoints
 from transformer_book.run.config import RunConfig
+from transformer_book.run.start import read_start_manifest, write_start_manifest
 from transformer_book.train.corpus import epoch_steps, make_step_batch, resegment_train
 from transformer_book.train.runtime import DistInfo, all_reduce, setup_distributed
 from transformer_book.train.session import Session, TrainOptions, make_sampler, open_session
@@ -224,10 +225,18 @@ class _Loop:
         evals = self.state.evals
         self.last_eval_step: int | None = evals[-1]["step"] if evals else None
         self.stop_reason = "max_steps"
+        self.start: dict[str, Any] | None = None  # the run's start manifest (run/start.py)
 
     def run(self) -> TrainingResult:
         """Steps until the budget is spent, evaluating and checkpointing on the way."""
         s = self.session
+        if s.info.is_main and s.start_step == 0 and s.resumed_from is None:
+            # before step 1, never rewritten: what started the run (run/start.py)
+            self.start = write_start_manifest(s.out_dir, s.run_config.to_dict(),
+                                              hardware_info(s.device, s.info.world_size),
+                                              command_line(s.options.command))
+        else:
+            self.start = read_start_manifest(s.out_dir) if s.info.is_main else None
         # Two lines, each within the book's 88-character code column.
         self._log(f"{s.options.name}: {s.num_parameters:,} parameters, "
                   f"{s.data.stats['train_kept']:,} training pairs, vocab {s.config.vocab_size}")
@@ -420,7 +429,8 @@ class _Loop:
             "name": s.options.name,
             **status,
             "command": command_line(s.options.command),
-            "git": git_commit(),
+            "start": self.start,  # the commit and time the run started from (run.json)
+            "git": git_commit(),  # the code at this session's end
             "hardware": hardware_info(s.device, world),
             "config": s.run_config.to_dict(),
             "model_config": s.config.to_dict(),
