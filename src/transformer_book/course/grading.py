@@ -27,8 +27,10 @@ working folder, nor ``..``, nor a variable leads a submission to the instructor'
 This is **not a sandbox**: the student's code runs with the grader's rights, and a
 determined student can still reach any file the grader may (a path typed in full, the
 grader's command line in ``/proc``) or cheat (patch ``torch`` itself, write to the
-installed package, read the marker). Run ``transformer-book grade`` in a container to
-isolate it.
+installed package, read the marker; patch ``json.dumps``, ``sys.stdout`` or the import
+system, through which each verdict leaves the kernel, so that a wrong answer reads as
+passed; start a process with ``setsid`` that outlives the kernel and rewrites the
+gradebook afterwards). Run ``transformer-book grade`` in a container to isolate it.
 """
 
 from __future__ import annotations
