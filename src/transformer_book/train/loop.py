@@ -196,9 +196,11 @@ def _one_training(out_dir: Path, info: DistInfo) -> Iterator[None]:
     try:
         try:
             fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
+        except BlockingIOError:  # held: another training writes it now
             raise bad_input("out_dir", "a run folder no other training is writing to",
                             f"{out_dir}, which another training is writing now") from None
+        except OSError:  # a file system without locks: unguarded, as without fcntl
+            pass
         yield
     finally:
         os.close(descriptor)
