@@ -190,15 +190,10 @@ def protocol() -> int:
         # is shown, or the read is refused and its records go
         scores = {key: frozen["test"][key]
                   for key in ("bleu", "signature", "bleu_95", "chrf", "ter")}
-        try:
-            kept = read.record({**scores, "protocol": _relative(path, root)},
-                               test["hypotheses"], commit=git_commit(root).get("commit"),
-                               record=_relative(test["path"], root), rule=chosen, beam=4,
-                               alpha=0.6)
-        except BookError:
-            Path(test["path"]).unlink(missing_ok=True)
-            path.unlink(missing_ok=True)
-            raise
+        kept = read.record({**scores, "protocol": _relative(path, root)}, test["hypotheses"],
+                           commit=git_commit(root).get("commit"),
+                           record=_relative(test["path"], root), scored=[test["path"], path],
+                           rule=chosen, beam=4, alpha=0.6)
     print(f"ledger: {ledger}; translations: {kept}")
     low, high = test["bleu_95"]
     print(f"test {chosen}: BLEU {test['bleu']:.2f} [95% {low:.2f}, {high:.2f}] "

@@ -405,16 +405,11 @@ def read_test(name: str, run: dict, args: argparse.Namespace, budget: Budget) ->
             test = evaluate_one(name, run, TEST_SPLIT, args, budget)
             if test is None:
                 return None
-            try:
-                kept = read.record(
-                    {key: test.get(key) for key in ("bleu", "signature", "chrf", "ter",
-                                                    "bleu_95")},
-                    test["hypotheses"], commit=git_commit(root).get("commit"),
-                    record=test["path"], rule=_rule(args.average), beam=4, alpha=0.6)
-            except BookError:
-                Path(test["path"]).unlink(missing_ok=True)
-                (args.runs / f"{name}-{TEST_SPLIT}.log").unlink(missing_ok=True)
-                raise
+            kept = read.record(
+                {key: test.get(key) for key in ("bleu", "signature", "chrf", "ter", "bleu_95")},
+                test["hypotheses"], commit=git_commit(root).get("commit"),
+                record=test["path"], rule=_rule(args.average), beam=4, alpha=0.6,
+                scored=[test["path"], args.runs / f"{name}-{TEST_SPLIT}.log"])
     except BookError as error:
         run["error"] = f"test not read: {error}"
         print(run["error"], flush=True)

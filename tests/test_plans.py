@@ -153,8 +153,13 @@ def test_a_read_that_cannot_be_entered_is_refused_and_not_spent(repo, monkeypatc
         raise OSError(28, "No space left on device")
 
     monkeypatch.setattr(plans, "_append", full_disk)
-    with pytest.raises(BookError, match=r"ledger: .*the read is refused, not spent"):
-        record_test_read(plan, "seed-0", "test_2016_flickr", {"bleu": 1.0}, ["a"], root=repo)
+    record = repo / "evaluate-record.json"
+    record.write_text('{"bleu": 1.0}')
+    with (pytest.raises(BookError, match=r"ledger: .*the read is refused, not spent"),
+          plans.open_test_read(plan, "seed-0", "test_2016_flickr", repo) as read):
+        read.record({"bleu": 1.0}, ["a"], scored=[record])
+    assert not record.exists() and not list((repo / TRANSLATIONS).glob("*")), (
+        "no score or translation of the read left without its line")
     monkeypatch.undo()
     record_test_read(plan, "seed-0", "test_2016_flickr", {"bleu": 1.0}, ["a"], root=repo)
     assert [e["system"] for e in ledger_entries(repo / LEDGER)] == ["seed-0"]

@@ -285,21 +285,16 @@ def _record_test_read(read: Any, args: argparse.Namespace, evaluation: Any,
     """This read's ledger line and translations (before any score is shown); when they
     cannot be written, the evaluation's record goes too and the read is refused."""
     from transformer_book.util.records import git_commit
-    from transformer_book.util.validation import BookError
 
     root, scores = read.root, evaluation.scores
-    try:
-        return read.record(
-            {"bleu": scores.bleu, "signature": scores.bleu_signature, "chrf": scores.chrf,
-             "ter": scores.ter, "bleu_95": evaluation.bleu_interval},
-            evaluation.hypotheses, commit=git_commit(root).get("commit"),
-            record=None if record is None else os.path.relpath(record, root),
-            rule=args.rule, beam=args.beam, alpha=args.alpha,
-            run_start={key: (started or {}).get(key) for key in ("started_utc", "commit")})
-    except BookError:
-        if record is not None:
-            record.unlink(missing_ok=True)  # a score on disk with no ledger line: none
-        raise
+    return read.record(
+        {"bleu": scores.bleu, "signature": scores.bleu_signature, "chrf": scores.chrf,
+         "ter": scores.ter, "bleu_95": evaluation.bleu_interval},
+        evaluation.hypotheses, commit=git_commit(root).get("commit"),
+        record=None if record is None else os.path.relpath(record, root),
+        scored=[] if record is None else [record], rule=args.rule, beam=args.beam,
+        alpha=args.alpha,
+        run_start={key: (started or {}).get(key) for key in ("started_utc", "commit")})
 
 
 def _cmd_export(args: argparse.Namespace) -> int:

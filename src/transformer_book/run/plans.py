@@ -214,7 +214,7 @@ def require_plan_precedes(plan: Plan, run_dir: str | Path, what: str) -> dict[st
 
 def require_planned_before(plan: Plan, started: float, what: str) -> None:
     """Refuse a plan committed after ``started`` (a POSIX time: when the training of
-    ``what`` began, e.g. its first checkpoint's time): the plan must come first."""
+    ``what`` began, as its start manifest says): the plan must come first."""
     committed = datetime.fromisoformat(plan.committed_at).timestamp()
     # git keeps whole seconds: a commit in the same second as the start is not before it
     began = datetime.fromtimestamp(started, timezone.utc).isoformat(timespec="seconds")
@@ -274,10 +274,13 @@ class PlannedRead:
     root: Path
 
     def record(self, scores: dict[str, Any], hypotheses: Sequence[str], *,
-               commit: str | None = None, record: str | None = None, **fields: Any) -> Path:
+               commit: str | None = None, record: str | None = None,
+               scored: Sequence[str | Path] = (), **fields: Any) -> Path:
         """Keep the translations and append this read's ledger line; returns the
         translations' path. Call it before any score is shown: when it fails (the ledger or
-        the translations cannot be written) the read is refused, with nothing entered.
+        the translations cannot be written) the read is refused, with nothing entered, and
+        the translations and the files ``scored`` names (the records holding the score) are
+        removed, so no score of a test split is left on disk without its ledger line.
 
         ``scores`` holds at least ``bleu`` (and may hold ``chrf``, ``ter``, signatures and
         the bootstrap interval); ``fields`` are entered beside them (e.g. ``rule``). The
@@ -301,6 +304,8 @@ class PlannedRead:
                                                     for h in hypotheses))
             _append(root / LEDGER, line)
         except OSError as error:
+            for path in (translations, *scored):
+                Path(path).unlink(missing_ok=True)
             raise bad_input("ledger", "a ledger line written before the score is shown",
                             f"{root / LEDGER}: {error}; the read is refused, not spent"
                             ) from None
