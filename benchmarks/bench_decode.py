@@ -40,9 +40,8 @@ from transformer_book.course.cache import chapter10_dir, load_completed
 from transformer_book.data import load_multi30k
 from transformer_book.data.multi30k import DatasetUnavailableError
 from transformer_book.inference import encode_sources, load_trained, translate_ids
-from transformer_book.inference.beam import beam_search
-from transformer_book.inference.decoding import Beam, Greedy
-from transformer_book.inference.greedy import greedy_decode
+from transformer_book.inference.beam import Beam, beam_search
+from transformer_book.inference.greedy import Greedy, greedy_decode
 from transformer_book.nn.config import TransformerConfig
 from transformer_book.nn.transformer import Transformer
 from transformer_book.run import list_checkpoints
@@ -65,8 +64,8 @@ def run(quick: bool = False, clock: str = "wall") -> list[dict]:
         src = torch.randint(4, VOCAB, (size["batch"], size["src_len"]))
         fixed = dict(max_len_a=0.0, max_len_b=steps, min_len=steps)
         t = medians(measure({
-            "cache": lambda: greedy_decode(model, src, use_cache=True, **fixed),
-            "no cache": lambda: greedy_decode(model, src, use_cache=False, **fixed),
+            "cache": lambda: greedy_decode(model, src, cache="growing", **fixed),
+            "no cache": lambda: greedy_decode(model, src, cache="none", **fixed),
         }, size["repeats"], clock=clock))
         rows = [{
             "name": f"greedy cache vs no cache, B={size['batch']}, {steps} tokens",
@@ -76,7 +75,7 @@ def run(quick: bool = False, clock: str = "wall") -> list[dict]:
         small = src[: size["beam_batch"]]
         beam = dict(max_len_a=0.0, max_len_b=steps, min_len=steps)
         t = medians(measure({
-            "beam": lambda: beam_search(model, small, beam_size=4, alpha=0.6, fast=True, **beam),
+            "beam": lambda: beam_search(model, small, beam_size=4, alpha=0.6, **beam),
             "greedy": lambda: greedy_decode(model, small, **fixed),
         }, size["repeats"], clock=clock))
         rows.append({

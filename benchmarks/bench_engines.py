@@ -26,18 +26,18 @@ CTranslate2 has run beside it).
 
 The course's engines (:data:`COURSE`) all decode with ``translate_ids``, as the CLI does:
 
-- ``course``: the float32 model, ``Beam(beam_size=4, alpha=0.6)`` (beam search on its fast
-  path), or ``Beam(beam_size=1)`` for greedy search (the growing key/value cache);
+- ``course``: the float32 model, ``Beam(beam_size=4, alpha=0.6)``, or ``Beam(beam_size=1)``
+  for greedy search, with the growing key/value cache (the default);
 - ``course int8``: the same on :func:`~transformer_book.inference.quantize.quantize_for_decoding`'s
   copy (dynamic int8 linear layers), the course's counterpart of CTranslate2's int8; its
   BLEU beside the float32 course's shows what int8 costs (the aim: within 0.5);
-- ``course fast``: greedy search on its fast path (``Greedy(fast=True)``:
-  ``greedy_decode(fast=True)``, the static key/value cache). It decodes greedy search only
-  (:data:`SEARCHES`): beam 4's ``course`` is already beam search's fast path, so a fast
-  beam engine would time the same code twice. Its tokens are the ``course`` greedy ones
+- ``course fast``: greedy search with the static key/value cache (``Greedy()`` with
+  ``cache="static"``). It decodes greedy search only (:data:`SEARCHES`): for beam search
+  the static cache copies full-size buffers at every reorder and was slower than the
+  growing one where measured (AMD EPYC). Its tokens are the ``course`` greedy ones
   (``= course`` counts them: fewer than every sentence would be a bug);
-- ``course compiled``: that fast path with its step compiled (``Greedy(fast=True,
-  compiled=True)``: ``torch.compile`` of the decoder, inductor), greedy search only too;
+- ``course compiled``: that cache with the step compiled (``cache="compiled"``:
+  ``torch.compile`` of the decoder, inductor), greedy search only too;
   the same tokens up to float32 rounding.
 
 Not equal, by design: the length penalty. The course divides a hypothesis' log-probability
@@ -83,7 +83,8 @@ from transformer_book.data import load_multi30k
 from transformer_book.data.tokenizer import EOS_ID as EOS
 from transformer_book.data.tokenizer import PAD_ID as PAD
 from transformer_book.inference import encode_sources, load_trained, score_corpus, translate_ids
-from transformer_book.inference.decoding import Beam, Greedy
+from transformer_book.inference.beam import Beam
+from transformer_book.inference.greedy import Greedy
 from transformer_book.inference.quantize import quantize_for_decoding
 from transformer_book.interop import ctranslate
 from transformer_book.interop.hf_export import export_checkpoint, quiet_transformers
@@ -156,9 +157,10 @@ def _engines(checkpoint: Path, folder: Path, ct2: dict[str, ctranslate.Translato
     def course(model: Transformer, fast: bool = False, compiled: bool = False) -> Decode:
         def decode(batch: list[list[int]], beam: int) -> list[list[int]]:
             assert beam == 1 or not fast, "the fast path decodes greedy search only (SEARCHES)"
-            strategy = (Greedy(fast=True, compiled=compiled) if fast
-                        else Beam(beam_size=beam, alpha=ALPHA))
-            return translate_ids(model, batch, strategy, max_len_a=0.0, max_len_b=cap(batch))
+            strategy = Greedy() if fast else Beam(beam_size=beam, alpha=ALPHA)
+            cache = ("compiled" if compiled else "static") if fast else "growing"
+            return translate_ids(model, batch, strategy, max_len_a=0.0, max_len_b=cap(batch),
+                                 cache=cache)
         return _timed(decode, clock)
 
     @torch.no_grad()

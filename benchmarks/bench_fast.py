@@ -26,7 +26,7 @@ average before and after named in every row (``cpu``, ``load_average``):
 - ``regional torch.compile`` (full size only): the plain fp32 step with each encoder and
   decoder layer compiled in place (``layer.compile()``, inductor) against eager; the row holds
   the seconds the first, compiling, call took (``compile_seconds``). Goal 1.
-- ``greedy static cache``: ``greedy_decode(fast=True)``
+- ``greedy static cache``: ``greedy_decode(cache="static")``
   (:class:`~transformer_book.nn.kv_cache.StaticDecoderCache`) against the default growing
   cache, the small preset with random weights in eval mode, 50 tokens (``min_len`` fixes the
   steps, as in ``bench_decode``), at batch 64 and batch 1. Goal 1.
@@ -173,8 +173,9 @@ def _decode_rows(size: dict, clock: str) -> list[Timed]:
 
     def timed(batch: int) -> dict[str, Any]:
         src = torch.randint(4, 8000, (batch, 20))
-        same = greedy_decode(model, src, fast=True, **fixed) == greedy_decode(model, src, **fixed)
-        calls = {"ours": lambda: greedy_decode(model, src, fast=True, **fixed),
+        same = greedy_decode(model, src, cache="static", **fixed) == \
+            greedy_decode(model, src, **fixed)
+        calls = {"ours": lambda: greedy_decode(model, src, cache="static", **fixed),
                  "reference": lambda: greedy_decode(model, src, **fixed)}
         return {**_pair(calls, size["decode_repeats"], clock), "same_tokens": same}
 

@@ -64,8 +64,8 @@ from transformer_book.data.tokenizer import BPETokenizer
 from transformer_book.data.toy import make_toy_task
 from transformer_book.data.vocabulary import WordVocabulary
 from transformer_book.inference.averaging import average_checkpoints
-from transformer_book.inference.beam import beam_search, score_hypothesis
-from transformer_book.inference.decoding import Beam, Sampling
+from transformer_book.inference.beam import Beam, beam_search, score_hypothesis
+from transformer_book.inference.decoding import Sampling
 from transformer_book.inference.greedy import greedy_decode
 from transformer_book.inference.lengths import output_length_limits
 from transformer_book.inference.scoring import score_corpus

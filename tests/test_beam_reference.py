@@ -145,13 +145,13 @@ def traced_hypothesis(steps: list, t: int, candidate) -> list[int]:
     return ids[::-1]
 
 
-@pytest.mark.parametrize(("fast", "use_cache", "stop"), [
-    (False, True, "exact"), (True, True, "exact"), (False, False, "k_finished"),
-    (True, True, "k_finished")])
+@pytest.mark.parametrize(("cache", "stop"), [
+    ("growing", "exact"), ("static", "exact"), ("none", "k_finished"),
+    ("growing", "k_finished")])
 def test_a_traced_search_returns_the_same_ids_and_its_trace_rebuilds_them(
-        fast: bool, use_cache: bool, stop: str) -> None:
-    """Tracing changes nothing: the same output with and without it (teaching and fast
-    ranking alike). Every step keeps at most K hypotheses, each candidate extends a kept
+        cache: str, stop: str) -> None:
+    """Tracing changes nothing: the same output with and without it (every cache
+    alike). Every step keeps at most K hypotheses, each candidate extends a kept
     one of the step before, and the best finished candidate of the trace, read back
     through its parents, is the returned translation without its <eos>."""
     vocab = 256  # long enough rows (K·V) for fast_top_candidates' blocks
@@ -159,8 +159,7 @@ def test_a_traced_search_returns_the_same_ids_and_its_trace_rebuilds_them(
     generator = torch.Generator().manual_seed(3)
     src = torch.randint(3, vocab, (4, 5), generator=generator)
     src[1, 3:] = PAD
-    kwargs = dict(beam_size=3, alpha=0.6, max_len_a=0.5, max_len_b=6, use_cache=use_cache,
-                  stop=stop, fast=fast)
+    kwargs = dict(beam_size=3, alpha=0.6, max_len_a=0.5, max_len_b=6, cache=cache, stop=stop)
     plain = beam_search(model, src, **kwargs)
     trace = BeamTrace()
     assert beam_search(model, src, trace=trace, **kwargs) == plain

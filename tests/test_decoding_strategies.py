@@ -1,5 +1,5 @@
-"""The decoding seam: strategies behind one protocol, chosen by name from one registry; a
-new strategy added by one registration line; sampling with temperature and top-p and its
+"""The decoding seam: strategies as step rules of one loop, chosen by name from one
+registry; a new strategy added by one registration line; sampling with temperature and top-p and its
 invariants (a tiny temperature or top_p is greedy, a seed fixes the output, nothing is
 drawn outside the nucleus), and its bad settings."""
 
@@ -13,23 +13,21 @@ import torch
 
 from transformer_book.data.tokenizer import BPETokenizer
 from transformer_book.inference import decoding
-from transformer_book.inference.beam import beam_search
+from transformer_book.inference.beam import Beam, beam_search
 from transformer_book.inference.decoding import (
-    DECODING_STRATEGIES,
-    Beam,
-    DecodingStrategy,
-    Greedy,
     Sampling,
     decoding_strategy,
     nucleus,
     sample_tokens,
+    strategy_name,
 )
-from transformer_book.inference.greedy import greedy_decode, token_by_token
+from transformer_book.inference.generate import Limits, StepRule, generate
+from transformer_book.inference.greedy import Greedy, greedy_decode
 from transformer_book.inference.trained import TrainedModel
 from transformer_book.inference.translate import encode_sources, translate, translate_ids
 from transformer_book.nn.config import TransformerConfig
 from transformer_book.nn.transformer import Transformer
-from transformer_book.run.config import RunConfig
+from transformer_book.run.config import DECODING_STRATEGIES, RunConfig
 from transformer_book.util.validation import BookError
 
 V = 30
@@ -60,30 +58,36 @@ def trained() -> TrainedModel:
 
 
 @dataclass(frozen=True)
-class SecondBest:
+class SecondBest(StepRule):
     """A strategy only a test would want: the second most probable token at every step."""
 
-    def check(self, config: TransformerConfig) -> None:
-        """Nothing depends on the model."""
+    def step(self, t: int, logp: torch.Tensor, scores: torch.Tensor, state: object
+             ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        values, tokens = logp[:, 0].topk(2, dim=-1)  # (B, 2)
+        return scores + values[:, 1:], tokens[:, 1:], torch.zeros_like(tokens[:, 1:])
 
-    def search(self, model: Transformer, src_ids: torch.Tensor, *, max_len_a: float,
-               max_len_b: int) -> list[list[int]]:
-        return token_by_token(model, src_ids, lambda logp: logp.topk(2, dim=-1).indices[:, 1],
-                              max_len_a=max_len_a, max_len_b=max_len_b)
+
+@pytest.fixture
+def second_best():
+    """SecondBest registered for one test: the one line a new strategy needs."""
+    DECODING_STRATEGIES.register("second_best", SecondBest)
+    yield SecondBest
+    DECODING_STRATEGIES.unregister("second_best")
 
 
 # ----------------------------------------------------------------------------- the seam
 
 
 def test_the_registry_names_the_three_strategies() -> None:
-    assert {"greedy": Greedy, "beam": Beam, "sample": Sampling} == DECODING_STRATEGIES
+    assert dict(DECODING_STRATEGIES.items()) == {"beam": Beam, "greedy": Greedy,
+                                                 "sample": Sampling}
     for name in DECODING_STRATEGIES:
-        assert isinstance(decoding_strategy(name), DecodingStrategy), name
+        strategy = decoding_strategy(name)
+        assert isinstance(strategy, StepRule) and strategy_name(strategy) == name
     assert decoding_strategy("beam", beam_size=3, alpha=0.0) == Beam(3, 0.0)
 
 
-def test_a_new_strategy_is_one_registration_line(monkeypatch, trained) -> None:
-    monkeypatch.setitem(DECODING_STRATEGIES, "second_best", SecondBest)  # the one line
+def test_a_new_strategy_is_one_registration_line(second_best, trained) -> None:
     texts = translate(trained, TEXTS[:4], "second_best")
     ids = encode_sources(trained.tokenizer, TEXTS[:4], 40)
     by_hand = translate_ids(trained.model, ids, SecondBest(), max_len_a=0.5, max_len_b=4)
@@ -98,6 +102,7 @@ def test_a_new_strategy_is_one_registration_line(monkeypatch, trained) -> None:
     logits[0, -1, [model.config.pad_id, model.config.bos_id]] = -math.inf
     second = int(logits[0, -1].topk(2).indices[1])
     assert by_hand[0][:1] == ([] if second == model.config.eos_id else [second])
+    assert strategy_name(SecondBest()) == "second_best"
 
 
 def test_translate_picks_the_strategy_by_name_with_the_configs_defaults(trained) -> None:
@@ -109,32 +114,31 @@ def test_translate_picks_the_strategy_by_name_with_the_configs_defaults(trained)
     greedy = [trained.tokenizer.decode(row) for row in translate_ids(trained.model, ids, **limits)]
     assert translate(trained, TEXTS[:5], beam_size=1) == greedy, "a beam of one is greedy"
     assert translate(trained, TEXTS[:5], "greedy") == greedy
+    assert translate(trained, TEXTS[:5], Greedy()) == greedy
     sampled = translate(trained, TEXTS[:5], "sample", seed=4, temperature=0.7, top_p=0.9)
     assert sampled == translate(trained, TEXTS[:5], "sample", seed=4, temperature=0.7,
                                 top_p=0.9)
 
 
 def test_unknown_strategies_and_settings_are_refused(trained) -> None:
-    with pytest.raises(BookError, match=r"strategy: expected one of \['greedy', 'beam', "
-                                        r"'sample'\], received 'nucleus'"):
-        decoding_strategy("nucleus")
-    with pytest.raises(BookError, match=r"settings: expected settings of the 'sample' strategy "
-                                        r"\(temperature, top_p, seed\), received beam_size"):
-        decoding_strategy("sample", beam_size=4)
-    with pytest.raises(BookError, match=r"settings: expected settings of the 'greedy' strategy "
-                                        r"\(fast, compiled\), received alpha"):
-        translate(trained, TEXTS[:1], "greedy", alpha=0.6)
-    with pytest.raises(BookError, match=r"strategy: expected a decoding strategy"):
-        translate_ids(trained.model, [[5, 6]], "beam")  # type: ignore[arg-type]
+    for call, argument in (
+            (lambda: decoding_strategy("nucleus"), "strategy"),
+            (lambda: decoding_strategy("sample", beam_size=4), "strategy 'sample'"),
+            (lambda: translate(trained, TEXTS[:1], "greedy", alpha=0.6), "strategy 'greedy'"),
+            (lambda: translate(trained, TEXTS[:1], Greedy(), alpha=0.6), "settings"),
+            (lambda: translate_ids(trained.model, [[5, 6]], "beam"), "strategy")):
+        with pytest.raises(BookError) as refused:
+            call()
+        assert str(refused.value).startswith(f"{argument}: expected"), str(refused.value)
 
 
 def test_greedy_and_beam_on_the_seam_are_the_searches_themselves() -> None:
     model = _model(2)
     src = torch.tensor([[5, 6, 7, 8], [9, 10, 0, 0]])
-    limits = {"max_len_a": 1.0, "max_len_b": 5}
-    assert Greedy().search(model, src, **limits) == greedy_decode(model, src, **limits)
-    assert Beam(3, 0.6).search(model, src, **limits) == beam_search(model, src, 3, 0.6, **limits)
-    assert Beam(1, 0.6).search(model, src, **limits) == greedy_decode(model, src, **limits)
+    limits = Limits(1.0, 5)
+    assert generate(model, src, Greedy(), limits) == greedy_decode(model, src, 1.0, 5)
+    assert generate(model, src, Beam(3, 0.6), limits) == beam_search(model, src, 3, 0.6, 1.0, 5)
+    assert generate(model, src, Beam(1, 0.6), limits) == greedy_decode(model, src, 1.0, 5)
 
 
 # ----------------------------------------------------------------------------- sampling

@@ -99,6 +99,9 @@ def test_cpu_name_reads_the_model_name(tmp_path):
     info = tmp_path / "cpuinfo"
     info.write_text("processor\t: 0\nvendor_id\t: AuthenticAMD\nmodel name\t: AMD EPYC 7B13\n")
     assert cpu_name(info) == "AMD EPYC 7B13"
+    info.write_text("model name\t: AMD EPYC\nflags\t\t: fpu avx2 avx512f avx512_bf16 sse\n"
+                    "model name\t: AMD EPYC\nflags\t\t: fpu avx2 avx512f avx512_bf16 sse\n")
+    assert cpu_name(info) == "AMD EPYC (AVX2, AVX-512, AVX512-BF16)"  # AVX2 alone differs
     info.write_text("processor\t: 0\n")
     assert cpu_name(info) and cpu_name(info) != "AMD EPYC 7B13"  # platform's fallback
     assert cpu_name(tmp_path / "missing")

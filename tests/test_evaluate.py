@@ -26,6 +26,7 @@ from transformer_book.inference import (
     translate,
 )
 from transformer_book.inference.averaging import average_checkpoints
+from transformer_book.inference.beam import Beam
 from transformer_book.inference.scoring import CorpusScores, score_corpus
 from transformer_book.inference.trained import load_trained
 from transformer_book.inference.translate import _batches
@@ -34,7 +35,7 @@ from transformer_book.nn.transformer import Transformer
 from transformer_book.run.checkpoint import checkpoint_name, save_checkpoint
 from transformer_book.run.config import RunConfig
 from transformer_book.train.corpus import PreparedData
-from transformer_book.train.validate import greedy_bleu
+from transformer_book.train.validate import validation_bleu
 from transformer_book.util.validation import BookError
 
 HYPOTHESES = [
@@ -284,8 +285,8 @@ def fixed_hypotheses(monkeypatch):
     module = importlib.import_module("transformer_book.inference.evaluation")
     calls = []
 
-    def translate(trained, sentences, **settings):
-        calls.append((list(sentences), settings))
+    def translate(trained, sentences, strategy, **settings):
+        calls.append((list(sentences), strategy, settings))
         return list(HYPOTHESES[: len(sentences)])
 
     monkeypatch.setattr(module, "translate", translate)
@@ -315,12 +316,14 @@ def test_evaluate_scores_are_sacrebleus_own(run_dir, fixed_hypotheses):
     low, high = result.bleu_interval
     assert low <= result.scores.bleu <= high
     dec = trained.run_config.decode
-    assert result.decoding == Decoding(method="beam search", beam_size=2, alpha=0.8,
-                                       max_len_a=dec.max_len_a, max_len_b=dec.max_len_b,
-                                       stop="exact")
-    (sentences, settings), = fixed_hypotheses
-    assert sentences == SOURCES
-    assert (settings["beam_size"], settings["alpha"], settings["stop"]) == (2, 0.8, "exact")
+    assert result.decoding == Decoding(
+        strategy="beam", settings={"beam_size": 2, "alpha": 0.8, "stop": "exact"},
+        max_len_a=dec.max_len_a, max_len_b=dec.max_len_b, cache="growing")
+    assert result.decoding.to_dict() == {"strategy": "beam", "beam_size": 2, "alpha": 0.8,
+                                         "stop": "exact", "max_len_a": dec.max_len_a,
+                                         "max_len_b": dec.max_len_b, "cache": "growing"}
+    (sentences, strategy, _), = fixed_hypotheses
+    assert sentences == SOURCES and strategy == Beam(2, 0.8, "exact")
     assert "BLEU 95% bootstrap" in str(result) and "\n" not in str(result)
 
 
@@ -328,13 +331,15 @@ def test_evaluate_defaults_to_the_run_config_and_greedy_is_named(run_dir, fixed_
     trained = load_trained(run_dir)
     dec = trained.run_config.decode
     result = evaluate(trained, SOURCES, REFERENCES, limit=3, resamples=None)
-    assert (result.decoding.beam_size, result.decoding.alpha) == (dec.beam_size, dec.alpha)
+    assert result.decoding.strategy == dec.strategy == "beam"
+    assert result.decoding.settings == {"beam_size": dec.beam_size, "alpha": dec.alpha,
+                                        "stop": "exact"}
     assert len(result.hypotheses) == len(result.references) == 3 and result.limit == 3
     assert (result.bleu_interval, result.chrf_interval, result.resamples, result.seed) == (
         None, None, None, None)
     assert (BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED) == (1000, 12345)
-    greedy = evaluate(trained, SOURCES, REFERENCES, beam_size=1, other_metrics=False)
-    assert greedy.decoding.method == "greedy" and greedy.decoding.stop is None
+    greedy = evaluate(trained, SOURCES, REFERENCES, strategy="greedy", other_metrics=False)
+    assert greedy.decoding.strategy == "greedy" and greedy.decoding.settings == {}
     assert greedy.scores.chrf is None and greedy.chrf_interval is None
     assert greedy.bleu_interval is not None and greedy.resamples == BOOTSTRAP_RESAMPLES
 
@@ -388,8 +393,9 @@ def test_evaluate_refuses_bad_input_before_decoding(run_dir, fixed_hypotheses, c
     assert fixed_hypotheses == [], "nothing decoded"
 
 
-def test_training_greedy_bleu_is_evaluate_with_beam_one(run_dir):
-    """train.validate.greedy_bleu: the same hypotheses and BLEU as evaluate, greedy."""
+def test_training_validation_bleu_is_evaluate_with_its_strategy(run_dir):
+    """train.validate.validation_bleu: the same hypotheses and BLEU as evaluate with the
+    strategy [train] bleu_strategy names (greedy by default; beam on request)."""
     trained = load_trained(run_dir)
     tokenizer = trained.tokenizer
     data = PreparedData(tokenizer=tokenizer, tokenizer_path=run_dir / "tokenizer.json",
@@ -397,12 +403,20 @@ def test_training_greedy_bleu_is_evaluate_with_beam_one(run_dir):
                         val_src=tokenizer.encode_batch(SOURCES),
                         val_tgt=tokenizer.encode_batch(REFERENCES),
                         val_references=REFERENCES, stats={})
-    greedy = greedy_bleu(trained.model, data, 3, run_config=trained.run_config, max_tokens=512)
+    greedy = validation_bleu(trained.model, data, 3, run_config=trained.run_config, max_tokens=512)
     expected = evaluate(trained, SOURCES[:3], REFERENCES[:3], beam_size=1,
                         other_metrics=False, resamples=None)
     assert greedy.sources == SOURCES[:3], "the val sources come back exactly from their ids"
     assert greedy.hypotheses == expected.hypotheses and greedy.scores == expected.scores
-    assert greedy.decoding.method == "greedy" and greedy.scores.chrf is None
+    assert greedy.decoding.strategy == "greedy" and greedy.scores.chrf is None
+    config = RunConfig.from_dict({**trained.run_config.to_dict(),
+                                  "train": {**trained.run_config.to_dict()["train"],
+                                            "bleu_strategy": "beam"}})
+    beam = validation_bleu(trained.model, data, 3, run_config=config, max_tokens=512)
+    assert beam.decoding.strategy == "beam" and beam.decoding.settings["beam_size"] == \
+        config.decode.beam_size
+    assert beam.hypotheses == evaluate(trained, SOURCES[:3], REFERENCES[:3], strategy="beam",
+                                       other_metrics=False, resamples=None).hypotheses
 
 
 # ------------------------------------------------------------------ progress

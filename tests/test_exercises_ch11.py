@@ -14,7 +14,8 @@ from transformer_book.course.exercises.ch11 import (
     reference_alpha,
     reference_beam_step,
 )
-from transformer_book.inference.beam import _finish, _Search, _survive, top_candidates
+from transformer_book.inference.beam import _WidthOneBeam
+from transformer_book.inference.generate import _advance, _Search, finished_scores
 
 # ----------------------------------------------------------------------------- 11.1
 
@@ -79,23 +80,26 @@ def test_11_1_not_attempted():
 
 
 def package_step(scores, logp, k, eos, t, alpha, max_len, before, stop):
-    """The same step through beam_search's own _finish and _survive (one sentence)."""
-    width, vocab = logp.shape
-    search = _Search.start(torch.tensor([max_len]), alpha, torch.float64)
-    search.scores = scores[None].clone()  # (1, W)
-    search.best = torch.tensor([max(before, default=-math.inf)], dtype=torch.float64)
-    search.count = torch.tensor([len(before)])
-    totals = (scores[:, None] + logp).reshape(1, -1)
-    cand, idx = top_candidates(totals, 2 * k)
-    beam, token = idx // vocab, idx % vocab
-    prefix = torch.stack([torch.full((width,), 1), torch.arange(width)], dim=1)  # <bos> w
-    finished = [[]]
-    _finish(search, finished, cand, token, beam, prefix, t, alpha, eos)
+    """The same step through the package's own loop (generate's _advance) and Beam's step
+    rule, for one sentence: what finished (score, parent), what lives on, and done."""
+    rule = _WidthOneBeam(k, alpha, stop)  # a beam of one too
+    f64 = torch.float64
+    search = _Search(live=torch.tensor([0]), scores=scores[None].clone(),
+                     limits=torch.tensor([max_len]),
+                     bound_lp=rule.length_penalty(torch.tensor([max_len + 1.0], dtype=f64)),
+                     count=torch.tensor([len(before)]),
+                     best=torch.tensor([max(before, default=-math.inf)], dtype=f64),
+                     at=torch.tensor([-1]), token=torch.tensor([0]), parent=torch.tensor([0]))
+    cand, ranked, origin = rule.step(t, logp[None].clone(), search.scores, None)
+    ends = (ranked[:, :k] == eos) & cand[:, :k].isfinite()
+    finished = [(s, p) for s, p, e in zip(finished_scores(rule, cand, ends, t)[0].tolist(),
+                                          origin[0, :k].tolist(), ends[0].tolist(), strict=True)
+                if e]
     forced = torch.tensor([t >= max_len])
-    token, rows, _ = _survive(search, cand, token, beam, eos, forced, stop)  # _: kept (trace)
-    live = [(s, r, v) for s, r, v in zip(search.scores[0].tolist(), rows[0].tolist(),
+    token, parent, _, done = _advance(search, rule, cand, ranked, origin, t, forced, eos)
+    live = [(s, r, v) for s, r, v in zip(search.scores[0].tolist(), parent[0].tolist(),
                                          token[0].tolist(), strict=True) if math.isfinite(s)]
-    return [(s, hyp[0]) for s, hyp in finished[0]], live, bool(search.done[0])
+    return finished, live, bool(done[0])
 
 
 def same(a, b):

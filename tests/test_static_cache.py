@@ -1,4 +1,4 @@
-"""nn/kv_cache.py's StaticDecoderCache and greedy search's fast path: equal, in float64 on
+"""nn/kv_cache.py's StaticDecoderCache and the searches' caches: equal, in float64 on
 fresh random models with padded sources, to the growing DecoderCache and to no cache."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from transformer_book.inference.decoding import Greedy
+from transformer_book.inference.beam import beam_search
 from transformer_book.inference.greedy import greedy_decode
 from transformer_book.nn.config import TransformerConfig
 from transformer_book.nn.kv_cache import DecoderCache, StaticDecoderCache
@@ -103,33 +103,36 @@ def test_select_and_reorder_follow_the_growing_cache() -> None:
 
 
 @pytest.mark.parametrize("seed", [5, 6, 7])
-def test_greedy_fast_path_gives_the_same_tokens(seed: int) -> None:
-    """On fresh float64 models with padded sources: the fast path, the growing cache and
-    no cache decode the same tokens, with sentences stopping at their own length."""
+def test_every_cache_gives_the_same_tokens_to_every_search(seed: int) -> None:
+    """On fresh float64 models with padded sources: the static cache, the growing cache
+    and no cache decode the same tokens, greedy and beam (the static cache's buffers taking
+    turns while beams reorder), with sentences stopping at their own length."""
     model, src = _model(seed), _padded_sources(seed, b=6)
     for kwargs in (dict(max_len_a=1.0, max_len_b=4), dict(max_len_a=0.0, max_len_b=12,
                                                              min_len=12)):
-        fast = greedy_decode(model, src, fast=True, **kwargs)
-        assert fast == greedy_decode(model, src, **kwargs)
-        assert fast == greedy_decode(model, src, use_cache=False, **kwargs)
+        static = greedy_decode(model, src, cache="static", **kwargs)
+        assert static == greedy_decode(model, src, **kwargs)
+        assert static == greedy_decode(model, src, cache="none", **kwargs)
+        beams = [beam_search(model, src, beam_size=3, alpha=0.6, cache=cache, **kwargs)
+                 for cache in ("static", "growing", "none")]
+        assert beams[0] == beams[1] == beams[2]
 
 
-def test_fast_path_keeps_the_model_mode_and_refuses_bad_settings() -> None:
+def test_a_search_keeps_the_model_mode_and_refuses_an_unknown_cache() -> None:
     model, src = _model(8), _padded_sources(8)
     model.train()
-    greedy_decode(model, src, max_len_b=3, fast=True)
+    greedy_decode(model, src, max_len_b=3, cache="static")
     assert model.training
-    with pytest.raises(BookError, match="fast: expected False without the cache"):
-        greedy_decode(model, src, use_cache=False, fast=True)
-    with pytest.raises(BookError, match="fast"):
-        greedy_decode(model, src, fast="yes")  # type: ignore[arg-type]
+    with pytest.raises(BookError) as refused:
+        greedy_decode(model, src, cache="fast")
+    assert str(refused.value).startswith("cache:") and "'fast'" in str(refused.value)
 
 
 @pytest.mark.slow
 def test_the_compiled_step_gives_the_same_tokens_and_is_compiled() -> None:
-    """``compiled=True``: the same tokens as the eager fast path in float64, sentences
-    leaving the batch down to one, and the step did run as compiled graphs (a fallback to
-    eager would pass the equality alone)."""
+    """``cache="compiled"``: the same tokens as the eager static cache in float64, greedy
+    and beam, sentences leaving the batch down to one, and the step did run as compiled
+    graphs (a fallback to eager would pass the equality alone)."""
     from torch._dynamo.utils import counters  # the compiler's own count of graphs
 
     model, src = _model(9), _padded_sources(9, b=6)
@@ -137,20 +140,11 @@ def test_the_compiled_step_gives_the_same_tokens_and_is_compiled() -> None:
     graphs = counters["stats"]["unique_graphs"]
     for kwargs in (dict(max_len_a=1.0, max_len_b=4), dict(max_len_a=0.0, max_len_b=12,
                                                              min_len=12)):
-        assert greedy_decode(model, src, fast=True, compiled=True, **kwargs) == \
-            greedy_decode(model, src, fast=True, **kwargs)
+        assert greedy_decode(model, src, cache="compiled", **kwargs) == \
+            greedy_decode(model, src, cache="static", **kwargs)
+    assert beam_search(model, src, beam_size=2, cache="compiled", max_len_b=4) == \
+        beam_search(model, src, beam_size=2, cache="static", max_len_b=4)
     assert counters["stats"]["unique_graphs"] > graphs
     model.train()
-    greedy_decode(model, src, max_len_b=3, fast=True, compiled=True)
+    greedy_decode(model, src, max_len_b=3, cache="compiled")
     assert model.training
-
-
-def test_the_compiled_step_needs_the_fast_path() -> None:
-    model, src = _model(8), _padded_sources(8)
-    with pytest.raises(BookError, match="compiled: expected False without the fast path"):
-        greedy_decode(model, src, compiled=True)
-    with pytest.raises(BookError, match="compiled"):
-        greedy_decode(model, src, fast=True, compiled="yes")  # type: ignore[arg-type]
-    with pytest.raises(BookError, match="compiled: expected False without the fast path"):
-        Greedy(compiled=True)
-    assert Greedy(fast=True, compiled=True).compiled

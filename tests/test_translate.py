@@ -8,8 +8,7 @@ import torch
 
 from transformer_book.data.tokenizer import BPETokenizer
 from transformer_book.inference.averaging import average_checkpoints
-from transformer_book.inference.beam import beam_search
-from transformer_book.inference.decoding import Beam
+from transformer_book.inference.beam import Beam, beam_search
 from transformer_book.inference.greedy import greedy_decode
 from transformer_book.inference.trained import load_trained, resolve_checkpoint
 from transformer_book.inference.translate import encode_sources, translate, translate_ids

@@ -135,41 +135,64 @@ def _read_sentences(sentences: list[str]) -> list[str]:
 
 
 def _check_decoding_arguments(args: argparse.Namespace) -> None:
-    """``--beam``, ``--alpha`` and ``--device`` as given, before anything is loaded (the
-    beam's upper bound, the vocabulary size, is checked once the model is)."""
-    from transformer_book.inference.beam import check_alpha
-    from transformer_book.util.validation import require_positive_int
+    """The decoding options as given, before anything is loaded: ``--strategy`` names a
+    registered strategy, each setting given is one of its settings (without ``--strategy``,
+    one of beam search's, the default) and a value it accepts, and ``--max-tokens``,
+    ``--cache`` and ``--device`` (the beam's upper bound, the vocabulary size, is checked
+    once the model is loaded, and so are the settings against a run config whose
+    ``[decode]`` names another strategy)."""
+    from transformer_book.inference.generate import CACHES
+    from transformer_book.run.config import DECODING_STRATEGIES, DecodeSection, strategy_fields
+    from transformer_book.util.validation import require, require_one_of, require_positive_int
 
-    if args.beam is not None:
-        require_positive_int(args.beam, "--beam")
-    if args.alpha is not None:
-        check_alpha(args.alpha, argument="--alpha")
+    given = _given_settings(args)
+    if args.strategy is not None:
+        DECODING_STRATEGIES.get(args.strategy, "--strategy")
+        _make_strategy(args.strategy, given)
+    else:  # the settings of the default strategy (beam search), checked as such
+        fields = strategy_fields(DecodeSection.strategy)
+        for key, value in given.items():
+            owners = [name for name in DECODING_STRATEGIES.names()
+                      if key in strategy_fields(name)]
+            require(key in fields, _option(key), f"--strategy {' or '.join(owners)} with it "
+                    f"(a setting of {', '.join(owners)})", repr(value))
+        _make_strategy(DecodeSection.strategy, given)
     require_positive_int(args.max_tokens, "--max-tokens")
+    require_one_of(args.cache, "--cache", CACHES)
     _check_device(args.device)
 
 
-def _sampling_settings(args: argparse.Namespace) -> dict[str, Any]:
-    """``--sample``'s ``--temperature``, ``--top-p`` and ``--seed`` as given (checked
-    before anything is loaded); none of them without ``--sample``, and no beam search
-    setting (``--beam``, ``--alpha``, ``--stop``) with it."""
-    from transformer_book.inference.decoding import check_temperature, check_top_p
-    from transformer_book.util.validation import require, require_int
+def _given_settings(args: argparse.Namespace) -> dict[str, Any]:
+    """The strategy settings given on the command line (``--beam 2`` -> ``beam_size``)."""
+    return {key[len(_SETTING):]: value for key, value in vars(args).items()
+            if key.startswith(_SETTING) and value is not None}
 
-    given = {"--temperature": args.temperature, "--top-p": args.top_p, "--seed": args.seed}
-    if not args.sample:
-        for name, value in given.items():
-            require(value is None, name, "--sample with it (a setting of sampling)", repr(value))
-        return {}
-    for name, value in (("--beam", args.beam), ("--alpha", args.alpha), ("--stop", args.stop)):
-        require(value is None, name, "no beam search setting with --sample", repr(value))
-    if args.temperature is not None:
-        check_temperature(args.temperature, "--temperature")
-    if args.top_p is not None:
-        check_top_p(args.top_p, "--top-p")
-    if args.seed is not None:
-        require_int(args.seed, "--seed", minimum=0)
-    settings = {"temperature": args.temperature, "top_p": args.top_p, "seed": args.seed}
-    return {name: value for name, value in settings.items() if value is not None}
+
+def _option(setting: str) -> str:
+    """A setting's command-line option: ``top_p`` -> ``--top-p`` (``beam_size``: ``--beam``,
+    its older name, with ``--beam-size`` beside it)."""
+    return _SHORT.get(setting, "--" + setting.replace("_", "-"))
+
+
+def _make_strategy(name: str, settings: dict[str, Any]) -> Any:
+    """The strategy ``name`` made with ``settings`` (and the defaults of the rest);
+    refusals name the option (``--temperature``), not the setting."""
+    from transformer_book.run.config import make_strategy, strategy_fields
+    from transformer_book.util.validation import BookError, bad_input
+
+    fields = strategy_fields(name, "--strategy")
+    for key, value in settings.items():
+        if key not in fields:
+            raise bad_input(_option(key), f"a setting of strategy {name!r} "
+                            f"({', '.join(_option(f) for f in fields) or 'none'})", repr(value))
+    try:
+        return make_strategy(name, settings, "--strategy")
+    except BookError as error:  # "temperature: expected ..." -> "--temperature: expected ..."
+        message = str(error)
+        for key in settings:
+            if message.startswith(f"{key}:"):
+                raise BookError(_option(key) + message[len(key):]) from None
+        raise
 
 
 def _cmd_translate(args: argparse.Namespace) -> int:
@@ -177,20 +200,25 @@ def _cmd_translate(args: argparse.Namespace) -> int:
     from transformer_book.inference.translate import translate
 
     _check_decoding_arguments(args)
-    sampling = _sampling_settings(args)
     sentences = _read_sentences(args.sentences)
     trained = load_trained(args.checkpoint, device=_device(args))
-    # A strategy by name, with its settings: sampling, or beam search (the config's beam
-    # size and α where --beam and --alpha are not given; a beam of one is greedy search).
-    beam = {"beam_size": args.beam, "alpha": args.alpha, "stop": args.stop or "exact"}
-    strategy, settings = ("sample", sampling) if args.sample else ("beam", beam)
-    lines = iter(translate(trained, [s for s in sentences if s], strategy, **settings,
-                           max_tokens=args.max_tokens, progress=not args.quiet,
+    strategy = _chosen_strategy(args, trained)
+    lines = iter(translate(trained, [s for s in sentences if s], strategy,
+                           max_tokens=args.max_tokens, cache=args.cache,
+                           progress=not args.quiet,
                            # indices among the non-blank:
                            argument="sentences" if all(sentences) else "non-blank sentences"))
     for sentence in sentences:  # a line break in a translation would shift every line after
         print(" ".join(next(lines).splitlines()) if sentence else "")
     return 0
+
+
+def _chosen_strategy(args: argparse.Namespace, trained: Any) -> Any:
+    """The strategy ``--strategy`` names (default: the run config's ``[decode]
+    strategy``), made with the settings given and the config's others."""
+    dec = trained.run_config.decode
+    name = dec.strategy if args.strategy is None else args.strategy
+    return _make_strategy(name, {**dec.settings_for(name), **_given_settings(args)})
 
 
 def _cmd_evaluate(args: argparse.Namespace) -> int:
@@ -209,9 +237,9 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
                                select=args.select)
         print(_describe_selection(trained.selection))
         started = None if plan is None else _check_planned_before(plan, trained)
-        evaluation = evaluate(trained, split=args.split, limit=args.limit, beam_size=args.beam,
-                              alpha=args.alpha, stop=args.stop, max_tokens=args.max_tokens,
-                              progress=not args.quiet)
+        evaluation = evaluate(trained, split=args.split, limit=args.limit,
+                              strategy=_chosen_strategy(args, trained), cache=args.cache,
+                              max_tokens=args.max_tokens, progress=not args.quiet)
         path = None
         if args.results is not None:
             path = write_evaluation(args.results, evaluation, trained, args.argv, wall.seconds)
@@ -243,12 +271,15 @@ def _check_plan(args: argparse.Namespace) -> Any:
 
     plan = load_plan(args.plan)
     require_readable(plan, args.system, args.split, repository_root(args.plan) / LEDGER)
-    for option, key in (("beam", "beam"), ("alpha", "alpha")):
+    require(args.strategy in (None, "beam"), "--strategy",
+            f"beam search, the search plan {plan.name!r} names (or none)", args.strategy)
+    args.strategy = "beam"
+    for option, key, setting in (("--beam", "beam", "beam_size"), ("--alpha", "alpha", "alpha")):
         wanted = plan.fields[key]
-        given = getattr(args, option)
-        require(given is None or given == wanted, f"--{option}",
+        given = getattr(args, _SETTING + setting)
+        require(given is None or given == wanted, option,
                 f"plan {plan.name!r}'s {key} ({wanted}), or none", given)
-        setattr(args, option, wanted)
+        setattr(args, _SETTING + setting, wanted)
     rules = {name: checkpoint_rule(name) for name in plan.fields["checkpoint_rules"]}
     chosen = [name for name, rule in rules.items()
               if (rule["select"], rule["average"]) == (args.select, args.average)]
@@ -292,8 +323,8 @@ def _record_test_read(read: Any, args: argparse.Namespace, evaluation: Any,
          "ter": scores.ter, "bleu_95": evaluation.bleu_interval},
         evaluation.hypotheses, commit=git_commit(root).get("commit"),
         record=None if record is None else os.path.relpath(record, root),
-        scored=[] if record is None else [record], rule=args.rule, beam=args.beam,
-        alpha=args.alpha,
+        scored=[] if record is None else [record], rule=args.rule,
+        beam=getattr(args, _SETTING + "beam_size"), alpha=getattr(args, _SETTING + "alpha"),
         run_start={key: (started or {}).get(key) for key in ("started_utc", "commit")})
 
 
@@ -342,7 +373,11 @@ def _check_evaluate_arguments(args: argparse.Namespace) -> None:
         require_writable(args.hypotheses, "--hypotheses", folder=False)
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
+    """The parser of every command. The decoding strategies' options (one per setting of
+    each registered strategy, :func:`_add_strategy_arguments`) are generated for
+    ``translate`` and ``evaluate``; when ``argv`` names another command they are left out,
+    so that ``transformer-book --help`` answers before torch has loaded."""
     from transformer_book import __version__  # the package root is light: no torch yet
 
     parser = _Parser(prog="transformer-book",
@@ -350,15 +385,19 @@ def build_parser() -> argparse.ArgumentParser:
                      "Every command computes on the best device this machine has (cuda, "
                      "then mps, then cpu) unless --device names one.")
     parser.add_argument("--version", action="version", version=f"transformer-book {__version__}")
+    parser.add_argument("--plugin", action="append", default=[], metavar="MODULE",
+                        help="import MODULE first, which registers decoding strategies, "
+                        "datasets or presets of its own (repeatable)")
     commands = parser.add_subparsers(dest="command", required=True)
+    strategies = argv is None or any(word in ("translate", "evaluate") for word in argv)
     env = commands.add_parser("env", help="print versions, device and threads")
     env.set_defaults(run=_cmd_env)
     from transformer_book.course.course_cli import add_course_parsers  # assignments, grade
 
     add_course_parsers(commands)
     _add_train_parser(commands)
-    _add_translate_parser(commands)
-    _add_evaluate_parser(commands)
+    _add_translate_parser(commands, strategies)
+    _add_evaluate_parser(commands, strategies)
     add_export_parser(commands, _cmd_export)
     return parser
 
@@ -390,40 +429,31 @@ def _add_train_parser(commands: Any) -> None:
     train.set_defaults(run=_cmd_train)
 
 
-def _add_translate_parser(commands: Any) -> None:
+def _add_translate_parser(commands: Any, strategies: bool) -> None:
     translate = commands.add_parser("translate", help="translate sentences with a checkpoint")
     translate.add_argument("sentences", nargs="+",
                            help="source sentences; - reads one sentence per line from stdin "
                            "and prints one line per input line (a blank line stays blank)")
-    _add_decoding_arguments(translate)
-    add = translate.add_argument
-    add("--sample", action="store_true",
-        help="sample each token (temperature and nucleus) instead of beam search")
-    add("--temperature", type=float, default=None,
-        help="with --sample: > 0; below 1 sharper, above 1 flatter (default 1)")
-    add("--top-p", type=float, default=None,
-        help="with --sample: sample from the fewest most probable tokens whose probability "
-        "reaches P, in (0, 1] (default 1: every token)")
-    add("--seed", type=int, default=None, help="with --sample: the random seed (default 0)")
-    translate.set_defaults(run=_cmd_translate, stop=None)  # None: not given (exact)
+    _add_decoding_arguments(translate, strategies)
+    translate.set_defaults(run=_cmd_translate)
 
 
-def _add_evaluate_parser(commands: Any) -> None:
+def _add_evaluate_parser(commands: Any, strategies: bool) -> None:
     from transformer_book.inference.trained import SELECTIONS
 
     evaluate = commands.add_parser(
         "evaluate", help="BLEU, chrF++ and TER of a checkpoint on a Multi30k split (Section 6.1)")
     add = evaluate.add_argument
-    add("--split", default="val", choices=SPLITS,
+    add("--split", default="val",
         help="the split by its dataset's name: val (default) or test_2016_flickr for Multi30k, "
-        "valid or test for parallel text; a test split is read only with --plan, once per "
-        "system, after every choice has been made on val")
+        "valid or test for parallel text, or a split of any registered dataset; a test split "
+        "is read only with --plan, once per system, after every choice has been made on val")
     add("--plan", type=Path, default=None,
         help="with a test split: the plan (results/plans/NAME.toml) committed before the run "
         "was trained; the read joins results/test_reads.jsonl and its translations are kept "
         "in results/translations/")
     add("--system", default=None, help="with --plan: which of the plan's systems this is")
-    _add_decoding_arguments(evaluate)
+    _add_decoding_arguments(evaluate, strategies)
     add("--select", choices=SELECTIONS, default="last",
         help="which checkpoint: last (default; --checkpoint, or a run folder's newest), "
         "best-val (lowest validation loss) or best-val-bleu (highest greedy validation BLEU) "
@@ -439,22 +469,18 @@ def _add_evaluate_parser(commands: Any) -> None:
     evaluate.set_defaults(run=_cmd_evaluate)
 
 
-def _add_decoding_arguments(parser: argparse.ArgumentParser) -> None:
-    """``--checkpoint``, ``--beam``, ``--alpha``, ``--stop``, ``--device``,
+def _add_decoding_arguments(parser: argparse.ArgumentParser, strategies: bool) -> None:
+    """``--checkpoint``, the strategy and its settings, ``--cache``, ``--device``,
     ``--max-tokens`` and ``--quiet``: what ``translate`` and ``evaluate`` share."""
-    from transformer_book.inference.beam import STOPPING_RULES
-    from transformer_book.run.config import MAX_ALPHA
-
     add = parser.add_argument
     add("--checkpoint", required=True, type=Path,
         help="a checkpoint folder or a run folder (its newest checkpoint)")
-    add("--beam", type=int, default=None,
-        help="beam size, 1 (greedy) to the vocabulary size (default: the config's [decode])")
-    add("--alpha", type=float, default=None,
-        help=f"length penalty α, 0 to {MAX_ALPHA:g} (default: the config's [decode])")
-    add("--stop", choices=STOPPING_RULES, default="exact",
-        help="beam search's stopping rule: exact (default; stop when no live hypothesis can "
-        "win) or k_finished (stop once beam-size hypotheses have finished, as fairseq)")
+    if strategies:
+        _add_strategy_arguments(parser)
+    add("--cache", default="growing",
+        help="the decoder's key/value cache: growing (default), static, compiled (the static "
+        "cache with torch.compile's step: tens of seconds to compile) or none; the same "
+        "translations, at different speeds")
     add("--device", default=None, help=DEVICE_HELP)
     add("--max-tokens", type=int, default=4096,
         help="source tokens decoded together at most (default 4096; lower it to use less "
@@ -463,12 +489,40 @@ def _add_decoding_arguments(parser: argparse.ArgumentParser) -> None:
         help="no progress bar (by default one on stderr counts the sentences decoded)")
 
 
+# The prefix of the settings' destinations in the parsed arguments (setting_beam_size).
+_SETTING = "setting_"
+# Settings whose option has a name of its own (the generated one answers too).
+_SHORT = {"beam_size": "--beam"}
+
+
+def _add_strategy_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--strategy`` and one option per setting of every registered strategy (read from
+    the registry: a strategy registered by a plugin gets its options too), each valid with
+    the strategies that have it; ``--sample`` is ``--strategy sample``."""
+    from transformer_book.run.config import DECODING_STRATEGIES, strategy_fields, strategy_help
+
+    names = DECODING_STRATEGIES.names()
+    add = parser.add_argument
+    add("--strategy", default=None,
+        help=f"the decoding strategy: {', '.join(names)} (default: the run config's [decode] "
+        "strategy, beam search with its beam size and alpha)")
+    add("--sample", action="store_const", const="sample", dest="strategy",
+        help="the same as --strategy sample")
+    owners: dict[str, list[tuple[str, Any]]] = {}
+    for name in names:
+        for key, default in strategy_fields(name).items():
+            owners.setdefault(key, []).append((name, default))
+    for key, entries in owners.items():
+        defaults = {type(default) for _, default in entries}
+        kind = defaults.pop() if len(defaults) == 1 and defaults <= {int, float, str} else str
+        said = "; ".join(f"with --strategy {name}: {strategy_help(name, key)} (default "
+                         f"{default})" for name, default in entries)
+        generated = "--" + key.replace("_", "-")
+        add(*dict.fromkeys((_option(key), generated)), dest=_SETTING + key, type=kind,
+            default=None, metavar=key.upper(), help=said)
+
+
 DEVICE_HELP = "cpu, cuda, cuda:N or mps (default: the best this machine has, cuda, mps, cpu)"
-# Every split a registered dataset names (data.corpora.DATASETS, which a test holds this to;
-# listed here so that building the parser loads no torch).
-SPLITS = ("test", "test_2016_flickr", "train", "val", "valid")
-
-
 def _device(args: argparse.Namespace) -> Any:
     """``--device``, or the best device this machine has: the one rule of every command."""
     from transformer_book.util.env import get_device
@@ -481,22 +535,38 @@ def _add_results_argument(parser: argparse.ArgumentParser) -> None:
                         help="folder for the JSON record (default results)")
 
 
+def _load_plugins(argv: Sequence[str]) -> None:
+    """Import the modules ``--plugin`` names (before the parser is built: their strategies
+    become options of it)."""
+    from transformer_book.util.registry import load_plugin
+
+    for i, word in enumerate(argv):
+        if word == "--plugin" and i + 1 < len(argv):
+            load_plugin(argv[i + 1])
+        elif word.startswith("--plugin="):
+            load_plugin(word.split("=", 1)[1])
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``transformer-book`` console script.
 
     A :class:`~transformer_book.util.validation.BookError` (a refusal of what was asked)
     prints one line and returns 2; any other exception propagates with its traceback.
     """
-    parser = build_parser()
     argv = list(sys.argv[1:] if argv is None else argv)
+    from transformer_book.util.validation import BookError
+
     try:
+        _load_plugins(argv)
+        parser = build_parser(argv)
         args = parser.parse_args(argv)
     except _UsageError as error:
         print(error, file=sys.stderr)
         return 2
+    except BookError as error:  # a plugin that cannot be imported
+        print(f"transformer-book: error: {error}", file=sys.stderr)
+        return 2
     args.argv = ["transformer-book", *argv]
-    from transformer_book.util.validation import BookError
-
     try:
         return int(args.run(args))
     except BookError as error:

@@ -14,7 +14,7 @@ verdicts). It is a deliberately small loop for many short runs, made of the pack
 pieces: the token-budget sampler, the training step
 (:func:`~transformer_book.train.step.train_step`, the loop's own), the validation loss
 (:func:`~transformer_book.train.validate.validation_loss`) and training's greedy BLEU
-(:func:`~transformer_book.train.validate.greedy_bleu`, sacreBLEU through
+(:func:`~transformer_book.train.validate.validation_bleu`, sacreBLEU through
 :func:`~transformer_book.inference.evaluation.evaluate`). Full training runs (checkpoints,
 resume, AMP, DDP) are :func:`transformer_book.train.loop.train`.
 
@@ -56,7 +56,7 @@ from transformer_book.train.corpus import (
 )
 from transformer_book.train.objective import make_optimizer
 from transformer_book.train.step import NonFiniteLossError, Trainer, train_step
-from transformer_book.train.validate import greedy_bleu, validation_loss
+from transformer_book.train.validate import validation_bleu, validation_loss
 from transformer_book.util.env import get_device, set_seed
 from transformer_book.util.files import atomic_write_json
 from transformer_book.util.results import recorded_results_dir
@@ -243,7 +243,7 @@ def evaluate_variant(model: nn.Module, data: PreparedData, *, bleu_sentences: in
     n = min(bleu_sentences, len(data.val_src))
     if n == 0:
         return VariantScores(losses.nll, losses.perplexity, float("nan"), [])
-    greedy = greedy_bleu(model, data, n, run_config=_DECODING, max_tokens=max_tokens)
+    greedy = validation_bleu(model, data, n, run_config=_DECODING, max_tokens=max_tokens)
     return VariantScores(losses.nll, losses.perplexity, greedy.scores.bleu, greedy.hypotheses)
 
 

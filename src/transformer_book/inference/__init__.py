@@ -1,5 +1,5 @@
 """From a trained model to scored translations (Sections 6.1-6.2): greedy and beam search
-and sampling, behind one decoding-strategy protocol and registry; the output-length limit,
+and sampling, step rules of one decoding loop (:func:`generate`); the output-length limit,
 translating text, checkpoint averaging, sacreBLEU (BLEU, chrF++, TER), the paired bootstrap
 that compares two systems, and :func:`evaluate`, which does it all for a loaded model.
 """
@@ -9,6 +9,7 @@ from transformer_book.inference.averaging import (
 )
 from transformer_book.inference.beam import (
     STOPPING_RULES,
+    Beam,
     beam_search,
     check_alpha,
     check_beam_size,
@@ -16,10 +17,6 @@ from transformer_book.inference.beam import (
     score_hypothesis,
 )
 from transformer_book.inference.decoding import (
-    DECODING_STRATEGIES,
-    Beam,
-    DecodingStrategy,
-    Greedy,
     Sampling,
     decoding_strategy,
 )
@@ -32,7 +29,14 @@ from transformer_book.inference.evaluation import (
     evaluation_record,
     write_evaluation,
 )
+from transformer_book.inference.generate import (
+    CACHES,
+    Limits,
+    StepRule,
+    generate,
+)
 from transformer_book.inference.greedy import (
+    Greedy,
     greedy_decode,
 )
 from transformer_book.inference.lengths import (
@@ -70,7 +74,7 @@ from transformer_book.inference.translate import (
 __all__ = [
     "BOOTSTRAP_RESAMPLES",
     "BOOTSTRAP_SEED",
-    "DECODING_STRATEGIES",
+    "CACHES",
     "MAX_SENTENCES_PER_BATCH",
     "SIGNIFICANCE_LEVEL",
     "SIGNIFICANCE_METRICS",
@@ -79,10 +83,11 @@ __all__ = [
     "Comparison",
     "CorpusScores",
     "Decoding",
-    "DecodingStrategy",
     "Evaluation",
     "Greedy",
+    "Limits",
     "Sampling",
+    "StepRule",
     "Stepper",
     "TrainedModel",
     "average_checkpoints",
@@ -98,6 +103,7 @@ __all__ = [
     "evaluate",
     "evaluation_mode",
     "evaluation_record",
+    "generate",
     "greedy_decode",
     "length_penalty",
     "load_trained",

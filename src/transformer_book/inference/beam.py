@@ -12,15 +12,12 @@ Wu et al. tune it in [0, 1] and beyond a few units it only divides every score b
 lp (α = 10 already makes lp(200 tokens) ~ 10^15); an infinite or very large α would flatten
 every score to -0.0 (or overflow), so it is refused, like a beam wider than the vocabulary.
 
-Beam search reorders the self-attention cache along the chosen beams with ``index_select``
-(:meth:`~transformer_book.nn.kv_cache.DecoderCache.reorder`); the K beams of a sentence
-share one copy of its encoder memory and cross-attention keys and values, and the first
-step decodes only ``<bos>``, once per sentence. Lengths come from
-:func:`~transformer_book.inference.lengths.output_length_limits`, as for greedy search.
-
-Each step ranks its candidates with ``topk`` (:func:`top_candidates`); one fast path,
-``beam_search(..., fast=True)``, ranks them by blocks (:func:`fast_top_candidates`), which
-is what translating (the :class:`~transformer_book.inference.decoding.Beam` strategy) uses.
+Beam search is a step rule (:class:`Beam`) of :func:`~.generate.generate`, which reorders
+the self-attention cache along the chosen beams, finishes hypotheses and stops sentences;
+the K beams of a sentence share one copy of its encoder memory and cross-attention keys
+and values, and the first step decodes only ``<bos>``, once per sentence. Each step ranks
+its candidates by blocks (:func:`fast_top_candidates`: the values of ``topk``,
+:func:`top_candidates`, a few times faster for a large vocabulary on the CPU).
 
 ``beam_search(..., trace=BeamTrace())`` also records, step by step and sentence by sentence,
 every candidate the search ranked and what it did with it (kept, finished or dropped): the
@@ -33,27 +30,30 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import overload
+from typing import Any, ClassVar, overload
 
 import torch
 import torch.nn.functional as F
 
-from transformer_book.inference.lengths import output_length_limits
-from transformer_book.inference.stepper import Stepper, check_decoding, evaluation_mode
+from transformer_book.inference.generate import BeamTrace, Limits, StepRule, generate
+from transformer_book.inference.greedy import Greedy
+from transformer_book.inference.stepper import evaluation_mode
+from transformer_book.nn.config import TransformerConfig
 from transformer_book.nn.transformer import Transformer
 from transformer_book.run.config import MAX_ALPHA
 from transformer_book.util.validation import (
     is_integer,
     require,
-    require_bool,
     require_int,
     require_number,
+    require_one_of,
+    require_positive_int,
     require_tensor,
 )
 
-__all__ = ["STOPPING_RULES", "TOP_BLOCKS", "BeamCandidate", "BeamTrace", "beam_search",
-           "check_alpha", "check_beam_size", "fast_top_candidates", "length_penalty",
-           "score_hypothesis", "top_candidates"]
+__all__ = ["STOPPING_RULES", "TOP_BLOCKS", "Beam", "beam_search", "check_alpha",
+           "check_beam_size", "fast_top_candidates", "length_penalty", "score_hypothesis",
+           "top_candidates"]
 
 # How beam search decides that a sentence is done (see beam_search's docstring).
 STOPPING_RULES = ("exact", "k_finished")
@@ -83,231 +83,101 @@ def length_penalty(length: int | torch.Tensor, alpha: float) -> float | torch.Te
 
 
 @dataclass(frozen=True)
-class BeamCandidate:
-    """One of the 2K candidates a beam-search step ranked for a sentence.
+class Beam(StepRule):
+    """Beam search of ``beam_size`` hypotheses with length penalty ``alpha`` and stopping
+    rule ``stop``, as a step rule of :func:`~.generate.generate`: every extension of every
+    live hypothesis, the 2K best by cumulative log-probability (:func:`fast_top_candidates`).
 
-    ``parent`` is the hypothesis it extends: its ``slot`` among the previous step's kept
-    candidates (0 at the first step, which extends ``<bos>`` alone); ``token`` the id it
-    appends; ``log_prob`` the prefix's cumulative log-probability; ``status`` ``"kept"``
-    (lives on, as hypothesis ``slot`` of the next step), ``"finished"`` (an ``<eos>`` among
-    the top K, with ``score = log P / lp``) or ``"dropped"`` (neither)."""
+    ``stop``: ``"exact"`` (the default) stops a sentence as soon as no live hypothesis can
+    beat its best finished one, never earlier; ``"k_finished"`` also once ``beam_size``
+    hypotheses have finished, as fairseq does (fewer steps, but a better translation that
+    needed a few more tokens may be missed). A beam of one is greedy search (the ``[decode]``
+    section's ``beam_size = 1``). ``alpha`` and ``stop`` are checked with a beam of one too:
+    a value that is recorded must be one that could have been used."""
 
-    parent: int
-    token: int
-    log_prob: float
-    status: str
-    slot: int | None = None
-    score: float | None = None
+    beam_size: int = field(default=4, metadata={
+        "help": "hypotheses kept, 1 (greedy) to the vocabulary size"})
+    alpha: float = field(default=0.6, metadata={
+        "help": f"the length penalty's exponent, 0 to {MAX_ALPHA:g}"})
+    stop: str = field(default="exact", metadata={
+        "help": "exact (stop when no live hypothesis can win) or k_finished (once beam-size "
+        "hypotheses have finished, as fairseq)"})
 
+    def __post_init__(self) -> None:
+        require_positive_int(self.beam_size, "beam_size")
+        check_alpha(self.alpha)
+        require_one_of(self.stop, "stop", STOPPING_RULES)
 
-@dataclass
-class BeamTrace:
-    """What :func:`beam_search` did, filled in when passed as ``trace``:
-    ``steps[i][t]`` lists sentence ``i``'s ranked candidates at step ``t``, best first
-    (candidates of ``-inf`` log-probability, dead from the start, are left out)."""
+    @property
+    def width(self) -> int:
+        return self.beam_size
 
-    steps: list[list[list[BeamCandidate]]] = field(default_factory=list)
+    # A beam of one runs as greedy search (one candidate, from the logits); beam_search's
+    # own rule keeps the width-one beam of 2 candidates (_WidthOneBeam).
+    greedy_at_one: ClassVar[bool] = True
 
+    @property
+    def ranked(self) -> bool:
+        return self.beam_size > 1 or not self.greedy_at_one
 
-@dataclass
-class _Search:
-    """Beam search's state for the B sentences still being decoded, one row each.
+    @property
+    def normalize(self) -> bool:
+        return self.ranked
 
-    ``scores (B, W)``: log-probabilities of the live hypotheses (W = 1 at the first step,
-    then K); ``best (B,)``: the best finished score / lp; ``count (B,)``: finished
-    hypotheses; ``limits (B,)``: output-length limits; ``final_lp (B,)``: the largest lp a
-    sentence can get; ``sentence``: each row's index in the input.
-    """
+    def check(self, config: TransformerConfig) -> None:
+        check_beam_size(self.beam_size, config.vocab_size)
+        check_alpha(self.alpha, config.max_len)
 
-    scores: torch.Tensor
-    best: torch.Tensor
-    count: torch.Tensor
-    done: torch.Tensor
-    limits: torch.Tensor
-    final_lp: torch.Tensor
-    sentence: list[int]
-
-    @classmethod
-    def start(cls, limits: torch.Tensor, alpha: float, dtype: torch.dtype) -> _Search:
-        b, device = limits.shape[0], limits.device
-        return cls(scores=torch.zeros((b, 1), dtype=dtype, device=device),
-                   best=torch.full((b,), -math.inf, dtype=dtype, device=device),
-                   count=torch.zeros(b, dtype=torch.long, device=device),
-                   done=torch.zeros(b, dtype=torch.bool, device=device),
-                   limits=limits, final_lp=length_penalty(limits.to(dtype) + 1, alpha),
-                   sentence=list(range(b)))
-
-    def keep(self, rows: torch.Tensor) -> None:
-        """Keep sentences ``rows`` (long ``(B',)``): ``(B, ...) -> (B', ...)``."""
-        for name in ("scores", "best", "count", "done", "limits", "final_lp"):
-            setattr(self, name, getattr(self, name)[rows])
-        self.sentence = [self.sentence[i] for i in rows.tolist()]
-
-
-def _restrict(logp: torch.Tensor, t: int, limits: torch.Tensor, min_len: int,
-              eos_id: int) -> torch.Tensor:
-    """In place on ``logp (B, W, V)``: no ``<eos>`` before ``min_len`` tokens, nothing but
-    ``<eos>`` once a sentence reaches its limit. Returns that ``forced (B,)`` mask."""
-    forced = t >= limits  # (B,): only <eos> may follow (beats min_len)
-    if t < min_len:
-        logp[~forced, :, eos_id] = -math.inf
-    if bool(forced.any()):
-        ids = torch.arange(logp.shape[-1], device=logp.device)
-        logp[forced] = logp[forced].index_fill(-1, ids[ids != eos_id], -math.inf)
-    return forced
-
-
-def _finish(search: _Search, finished: list[list[tuple[float, list[int]]]],
-            cand: torch.Tensor, token: torch.Tensor, rows: torch.Tensor, prefix: torch.Tensor,
-            t: int, alpha: float, eos_id: int) -> None:
-    """Move the candidates among the top K of ``cand (B, 2K)`` that end in ``<eos>`` to
-    their sentence's ``finished`` list, scored ``log P / lp``."""
-    k = cand.shape[1] // 2
-    ends = (token == eos_id) & cand.isfinite()
-    ends[:, k:] = False  # only <eos> among the top K finishes a hypothesis ...
-    if bool(ends.any()):
-        lp = length_penalty(t + 1, alpha)
-        at, slot = ends.nonzero(as_tuple=True)
-        ended = [score / lp for score in cand[at, slot].tolist()]
-        for i, score, hyp in zip(at.tolist(), ended, prefix[rows[at, slot], 1:].tolist(),
-                                 strict=True):
-            finished[search.sentence[i]].append((score, hyp))
-        search.best.scatter_reduce_(
-            0, at, torch.tensor(ended, dtype=search.best.dtype, device=cand.device),
-            reduce="amax")
-        search.count += ends.sum(1)
-
-
-def _survive(search: _Search, cand: torch.Tensor, token: torch.Tensor, rows: torch.Tensor,
-             eos_id: int, forced: torch.Tensor, stop: str,
+    def step(self, t: int, logp: torch.Tensor, scores: torch.Tensor, state: Any
              ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """The K best candidates not ending in ``<eos>`` live on: ``(B, 2K) -> (B, K)`` scores
-    (into ``search``), tokens, the prefix rows they extend and their places among the 2K;
-    marks the sentences done.
+        if not self.ranked:
+            return Greedy().step(t, logp, scores, state)
+        b, width, vocab = logp.shape
+        # (B, W, 1) + (B, W, V) -> (B, W·V): every extension of every live hypothesis
+        totals = logp.add_(scores[:, :, None]).view(b, width * vocab)
+        cand, idx = fast_top_candidates(totals, 2 * self.beam_size)  # (B, 2K) each
+        return cand, idx % vocab, idx // vocab
 
-    ... and no ``<eos>`` among all 2K lives on (as in fairseq): an ``<eos>`` ranked between
-    K and 2K is dropped, never extended past its end. Each of the K live hypotheses has one
-    ``<eos>`` extension, so at least K of the 2K candidates do not end in it."""
-    k2 = cand.shape[1]
-    ended = token == eos_id  # (B, 2K): finished (the top K) or dropped (the rest)
-    order = (ended.long() * k2 + torch.arange(k2, device=cand.device)).argsort(dim=1)
-    keep = order[:, : k2 // 2]
-    search.scores, token = cand.gather(1, keep), token.gather(1, keep)  # (B, K) each
-    rows = rows.gather(1, keep)  # (B, K): the prefix row each survivor extends
-    # Done when no live hypothesis can beat the best finished one any more.
-    bound = search.scores.max(1).values / search.final_lp  # (B,)
-    search.done |= (search.best >= bound) | forced
-    if stop == "k_finished":
-        search.done |= search.count >= k2 // 2
-    return token, rows, keep
+    def length_penalty(self, length: torch.Tensor | int) -> torch.Tensor | float:
+        return length_penalty(length, self.alpha)
+
+    def done(self, best: torch.Tensor, bound: torch.Tensor, finished: torch.Tensor
+             ) -> torch.Tensor:
+        stop = best >= bound
+        return stop | (finished >= self.beam_size) if self.stop == "k_finished" else stop
 
 
-def _record(trace: BeamTrace, search: _Search, cand: torch.Tensor, token: torch.Tensor,
-            beam: torch.Tensor, keep: torch.Tensor, t: int, alpha: float, eos_id: int,
-            ) -> None:
-    """Append step ``t``'s candidates ``(B, 2K)`` of each sentence still decoded to
-    ``trace``: the ``keep (B, K)`` places live on, ``<eos>`` among the top K finishes (as
-    :func:`_finish` and :func:`_survive` decide), the rest is dropped."""
-    k = cand.shape[1] // 2
-    lp = length_penalty(t + 1, alpha)
-    for row, (values, tokens, parents, kept) in enumerate(zip(
-            cand.tolist(), token.tolist(), beam.tolist(), keep.tolist(), strict=True)):
-        slots = {place: slot for slot, place in enumerate(kept)}
-        step = []
-        for place, (value, tok, parent) in enumerate(zip(values, tokens, parents,
-                                                           strict=True)):
-            if not math.isfinite(value):
-                continue
-            if place in slots:
-                status, extra = "kept", {"slot": slots[place]}
-            elif tok == eos_id and place < k:
-                status, extra = "finished", {"score": value / lp}
-            else:
-                status, extra = "dropped", {}
-            step.append(BeamCandidate(parent, tok, value, status, **extra))
-        trace.steps[search.sentence[row]].append(step)
+@dataclass(frozen=True)
+class _WidthOneBeam(Beam):
+    """:class:`Beam` whose beam of one is a beam too (2 candidates a step, finished
+    hypotheses ranked by score): :func:`beam_search` with ``beam_size=1``."""
+
+    greedy_at_one: ClassVar[bool] = False
 
 
-def beam_search(
-    model: Transformer,
-    src_ids: torch.Tensor,
-    beam_size: int = 4,
-    alpha: float = 0.6,
-    max_len_a: float = 1.0,
-    max_len_b: int = 50,
-    use_cache: bool = True,
-    min_len: int = 0,
-    stop: str = "exact",
-    fast: bool = False,
-    trace: BeamTrace | None = None,
-) -> list[list[int]]:
+def beam_search(model: Transformer, src_ids: torch.Tensor, beam_size: int = 4,
+                alpha: float = 0.6, max_len_a: float = 1.0, max_len_b: int = 50, *,
+                min_len: int = 0, stop: str = "exact", cache: str = "growing",
+                trace: BeamTrace | None = None) -> list[list[int]]:
     """Beam search with the length penalty of Wu et al. (2016), batched over B sentences
-    (``B · beam_size`` decoder rows): ``src_ids (B, S)`` -> B lists of ids.
+    (``B · beam_size`` decoder rows): ``src_ids (B, S)`` -> B lists of ids;
+    :func:`~.generate.generate` with :class:`Beam`.
 
     Each step extends every live hypothesis by every token, keeps the ``2 · beam_size``
     best by log-probability, moves those ending in ``<eos>`` among the top ``beam_size`` to
     the sentence's finished list with score ``log P / lp``, and keeps alive the
-    ``beam_size`` best of the 2K that do not end in ``<eos>`` (an ``<eos>`` ranked below
-    ``beam_size`` is dropped: it neither finishes nor lives on). A sentence stops when no
-    live hypothesis can still beat its best finished one (log-probabilities only fall, lp
-    is at most lp(max length)) or at its maximum length ``max_len_a · source length +
-    max_len_b`` (Section 6.1: a = 1, b = 50), where ``<eos>`` is forced. Returns the best
-    finished hypothesis of each sentence; ``min_len`` forbids ``<eos>`` before that many.
-
-    ``stop`` is the stopping rule. ``"exact"`` (the default) is the one above: the search
-    stops as soon as its answer is known, never earlier. ``"k_finished"`` also stops a
-    sentence once ``beam_size`` hypotheses have finished, as fairseq does: fewer steps, but
-    a better translation that needed a few more tokens may be missed (with beam size 1 it
-    is greedy decoding for every α). ``beam_size <= vocab_size``, ``0 <= α <= MAX_ALPHA``.
-
-    The 2K best candidates of each step are those of ``topk`` (:func:`top_candidates`);
-    ``fast=True`` ranks them by blocks instead (:func:`fast_top_candidates`: the same
-    values, a few times faster for a large vocabulary on the CPU).
-
-    ``trace``, a :class:`BeamTrace`, is filled with every step's ranked candidates of every
-    sentence and what became of them (its previous contents are replaced).
+    ``beam_size`` best of the 2K that do not end in ``<eos>``. A sentence stops when no
+    live hypothesis can still beat its best finished one (or by ``stop``, :class:`Beam`)
+    or at its maximum length ``max_len_a · source length + max_len_b`` (Section 6.1: a =
+    1, b = 50), where ``<eos>`` is forced. Returns the best finished hypothesis of each
+    sentence; ``min_len`` forbids ``<eos>`` before that many tokens (a beam of one is a
+    beam here, of 2 candidates a step: the :class:`Beam` strategy makes it greedy search);
+    ``cache``: one of
+    :data:`~.generate.CACHES`. ``trace``, a :class:`~.generate.BeamTrace`, is filled with
+    every step's ranked candidates of every sentence and what became of them.
     """
-    require(stop in STOPPING_RULES, "stop", f"one of {STOPPING_RULES}", repr(stop))
-    require_bool(fast, "fast")
-    top = fast_top_candidates if fast else top_candidates
-    check_decoding(model, src_ids, min_len)
-    config, device = model.config, src_ids.device
-    k = check_beam_size(beam_size, config.vocab_size)
-    alpha = check_alpha(alpha, config.max_len)
-    limits = output_length_limits(src_ids, config.pad_id, max_len_a, max_len_b, config.max_len)
-    b, vocab = src_ids.shape[0], config.vocab_size
-    finished: list[list[tuple[float, list[int]]]] = [[] for _ in range(b)]
-    if trace is not None:
-        require(isinstance(trace, BeamTrace), "trace", "a BeamTrace or None",
-                type(trace).__name__)
-        trace.steps = [[] for _ in range(b)]
-    with evaluation_mode(model):
-        memory = model.encode(src_ids)  # (B, S, d_model): one copy, shared by the K beams
-        assert isinstance(memory, torch.Tensor), "encode without need_weights: a tensor"
-        stepper = Stepper(model, src_ids, memory, use_cache)
-        # Sentence i's hypotheses: rows i·W .. i·W + W - 1 of prefix (W = 1, <bos>, then K).
-        prefix = torch.full((b, 1), config.bos_id, dtype=torch.long, device=device)
-        # Scores in the stepper's dtype: float32, or float64 for a float64 model.
-        search = _Search.start(limits, alpha, torch.promote_types(memory.dtype, torch.float32))
-        for t in range(int(limits.max()) + 1):
-            width = search.scores.shape[1]
-            logp = stepper.step(prefix).view(b, width, vocab)  # (B·W, V) -> (B, W, V)
-            forced = _restrict(logp, t, search.limits, min_len, config.eos_id)
-            # (B, W, 1) + (B, W, V) -> (B, W·V): every extension of every live hypothesis
-            totals = logp.add_(search.scores[:, :, None]).view(b, width * vocab)
-            cand, idx = top(totals, 2 * k)
-            beam, token = idx // vocab, idx % vocab  # (B, 2K) each
-            rows = beam + torch.arange(b, device=device)[:, None] * width  # (B, 2K) of prefix
-            _finish(search, finished, cand, token, rows, prefix, t, alpha, config.eos_id)
-            ranked = token
-            token, rows, keep = _survive(search, cand, token, rows, config.eos_id, forced,
-                                         stop)
-            if trace is not None:
-                _record(trace, search, cand, ranked, beam, keep, t, alpha, config.eos_id)
-            if bool(search.done.all()):
-                break
-            prefix, b = _follow(search, stepper, prefix, token, rows), len(search.sentence)
-    return [max(hyps)[1] for hyps in finished]
+    return generate(model, src_ids, _WidthOneBeam(beam_size, alpha, stop),
+                    Limits(max_len_a, max_len_b, min_len), cache=cache, trace=trace)
 
 
 def check_beam_size(beam_size: int, vocab_size: int, argument: str = "beam_size") -> int:
@@ -315,21 +185,6 @@ def check_beam_size(beam_size: int, vocab_size: int, argument: str = "beam_size"
     (``-inf``) hypotheses at the first step, and from ``vocab_size - 2`` on ``<eos>`` is
     always among the first step's survivors: the empty translation then often wins."""
     return require_int(beam_size, argument, minimum=1, maximum=vocab_size)
-
-
-def _follow(search: _Search, stepper: Stepper, prefix: torch.Tensor, token: torch.Tensor,
-            rows: torch.Tensor) -> torch.Tensor:
-    """The next step's prefixes ``(B'·K, t + 2)``: each survivor ``token (B, K)`` appended to
-    the prefix row ``rows (B, K)`` it extends; finished sentences leave the batch, and the
-    cache follows the survivors (one copy: drop and reorder at once)."""
-    if bool(search.done.any()):
-        keep = (~search.done).nonzero().squeeze(1)  # (B',)
-        rows, token = rows[keep], token[keep]  # (B', K)
-        stepper.select(keep, rows.view(-1))
-        search.keep(keep)
-    else:
-        stepper.reorder(rows.view(-1))
-    return torch.cat([prefix[rows.view(-1)], token.view(-1, 1)], dim=1)  # (B'·K, t + 2)
 
 
 def top_candidates(candidates: torch.Tensor, n: int) -> tuple[torch.Tensor, torch.Tensor]:

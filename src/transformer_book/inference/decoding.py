@@ -1,123 +1,39 @@
-"""Decoding strategies behind one protocol, and the registry that names them (Section 6.1).
+"""Decoding strategies by name, and sampling (Section 6.1).
 
-A strategy turns a batch of source sentences into translations: greedy search
-(:class:`Greedy`), beam search with a length penalty (:class:`Beam`, the paper's), and
-sampling with a temperature and a nucleus (:class:`Sampling`, Holtzman et al., 2020).
-Each is a small frozen dataclass holding its settings, checked when it is made, with two
-methods, as fairseq's ``Search`` classes share one ``step``:
+A strategy is a step rule of :func:`~transformer_book.inference.generate.generate` (a
+:class:`~transformer_book.inference.generate.StepRule`): greedy search
+(:class:`~transformer_book.inference.greedy.Greedy`), beam search with a length penalty
+(:class:`~transformer_book.inference.beam.Beam`, the paper's), and sampling with a
+temperature and a nucleus (:class:`Sampling`, Holtzman et al., 2020, here). Each is a small
+frozen dataclass holding its settings, checked when it is made; its ``check(config)``
+refuses the settings that depend on the model (a beam no wider than the vocabulary) before
+anything is decoded, and its ``step`` proposes each step's candidates.
 
-- ``check(config)``: the settings that depend on the model (a beam no wider than the
-  vocabulary), called once before anything is decoded;
-- ``search(model, src_ids, max_len_a=..., max_len_b=...)``: ``src_ids (B, S)`` -> B lists
-  of token ids, each at most ``max_len_a · |x| + max_len_b`` long
-  (:func:`~transformer_book.inference.lengths.output_length_limits`).
-
-:data:`DECODING_STRATEGIES` maps a name to the class (any callable taking keyword
-settings); :func:`decoding_strategy` makes one by name, which is how
-:func:`~transformer_book.inference.translate.translate` and the CLI choose. A new strategy
-is one entry there. Strategies that pick one token per step need only a rule from the
-step's log-probabilities ``(N, V)`` to tokens ``(N,)``, handed to
-:func:`~transformer_book.inference.greedy.token_by_token`, as :class:`Sampling` does.
+:data:`~transformer_book.run.config.DECODING_STRATEGIES` maps a name to the class (a
+registry open to outside packages); :func:`decoding_strategy` makes one by name, which is
+how :func:`~transformer_book.inference.translate.translate`, the ``[decode]`` section and
+the CLI choose.
 """
 
 from __future__ import annotations
 
-import inspect
-from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any, Protocol, runtime_checkable
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any, cast
 
 import torch
 
-from transformer_book.inference.beam import (
-    STOPPING_RULES,
-    beam_search,
-    check_alpha,
-    check_beam_size,
-)
-from transformer_book.inference.greedy import greedy_decode, token_by_token
-from transformer_book.nn.config import TransformerConfig
-from transformer_book.nn.transformer import Transformer
+from transformer_book.inference.generate import StepRule
+from transformer_book.run.config import DECODING_STRATEGIES, make_strategy
 from transformer_book.util.validation import (
-    bad_input,
     require,
-    require_bool,
     require_int,
     require_number,
-    require_one_of,
-    require_positive_int,
     require_positive_number,
 )
 
-__all__ = ["DECODING_STRATEGIES", "Beam", "DecodingStrategy", "Greedy", "Sampling",
-           "check_temperature", "check_top_p", "decoding_strategy", "nucleus", "sample_tokens"]
-
-
-@runtime_checkable
-class DecodingStrategy(Protocol):
-    """What every decoding strategy offers (see the module docstring)."""
-
-    def check(self, config: TransformerConfig) -> None:
-        """Refuse settings this model cannot use (a ``BookError``), before any decoding."""
-
-    def search(self, model: Transformer, src_ids: torch.Tensor, *, max_len_a: float,
-               max_len_b: int) -> list[list[int]]:
-        """``src_ids (B, S)`` -> B lists of token ids, without ``<bos>``/``<eos>``/pad."""
-        ...
-
-
-@dataclass(frozen=True)
-class Greedy:
-    """The most probable token at every step (:func:`~.greedy.greedy_decode`); ``fast``:
-    its fast path, the static key/value cache (the same tokens); ``compiled`` (with
-    ``fast``): that path's step compiled by ``torch.compile`` (the same tokens; tens of
-    seconds to compile, once per process, so for long decodings)."""
-
-    fast: bool = False
-    compiled: bool = False
-
-    def __post_init__(self) -> None:
-        require_bool(self.fast, "fast")
-        require_bool(self.compiled, "compiled")
-        require(self.fast or not self.compiled, "compiled",
-                "False without the fast path (fast=False)", self.compiled)
-
-    def check(self, config: TransformerConfig) -> None:
-        """Nothing depends on the model."""
-
-    def search(self, model: Transformer, src_ids: torch.Tensor, *, max_len_a: float,
-               max_len_b: int) -> list[list[int]]:
-        return greedy_decode(model, src_ids, max_len_a=max_len_a, max_len_b=max_len_b,
-                             fast=self.fast, compiled=self.compiled)
-
-
-@dataclass(frozen=True)
-class Beam:
-    """Beam search of ``beam_size`` hypotheses with length penalty ``alpha`` and stopping
-    rule ``stop`` (:func:`~.beam.beam_search`, on its fast path); a beam of one is greedy
-    search, which is what a beam of the most probable token at every step is (the
-    ``[decode]`` section's ``beam_size = 1``). ``alpha`` and ``stop`` are checked with a
-    beam of one too: a value that is recorded must be one that could have been used."""
-
-    beam_size: int = 4
-    alpha: float = 0.6
-    stop: str = "exact"
-
-    def __post_init__(self) -> None:
-        require_positive_int(self.beam_size, "beam_size")
-        check_alpha(self.alpha)
-        require_one_of(self.stop, "stop", STOPPING_RULES)
-
-    def check(self, config: TransformerConfig) -> None:
-        check_beam_size(self.beam_size, config.vocab_size)
-        check_alpha(self.alpha, config.max_len)
-
-    def search(self, model: Transformer, src_ids: torch.Tensor, *, max_len_a: float,
-               max_len_b: int) -> list[list[int]]:
-        if self.beam_size == 1:
-            return greedy_decode(model, src_ids, max_len_a=max_len_a, max_len_b=max_len_b)
-        return beam_search(model, src_ids, beam_size=self.beam_size, alpha=self.alpha,
-                           max_len_a=max_len_a, max_len_b=max_len_b, stop=self.stop, fast=True)
+__all__ = ["Sampling", "check_temperature", "check_top_p", "decoding_strategy", "nucleus",
+           "sample_tokens", "strategy_name", "strategy_settings"]
 
 
 #: The largest seed a ``torch.Generator`` takes (a signed 64-bit integer).
@@ -172,53 +88,55 @@ def sample_tokens(log_probs: torch.Tensor, temperature: float, top_p: float,
 
 
 @dataclass(frozen=True)
-class Sampling:
+class Sampling(StepRule):
     """Each token drawn from the model's distribution at ``temperature``, restricted to
     its nucleus of mass ``top_p`` (:func:`nucleus`), with a ``torch.Generator`` seeded by
     ``seed`` at every :meth:`search`: the same sources in the same batches give the same
     translations. A tiny temperature or ``top_p`` is greedy search."""
 
-    temperature: float = 1.0
-    top_p: float = 1.0
-    seed: int = 0
+    temperature: float = field(default=1.0, metadata={
+        "help": "> 0; below 1 sharper, above 1 flatter"})
+    top_p: float = field(default=1.0, metadata={
+        "help": "draw from the fewest most probable tokens whose probability reaches it, in "
+        "(0, 1] (1: every token)"})
+    seed: int = field(default=0, metadata={"help": "the random seed"})
 
     def __post_init__(self) -> None:
         check_temperature(self.temperature)
         check_top_p(self.top_p)
         require_int(self.seed, "seed", minimum=0, maximum=MAX_SEED)
 
-    def check(self, config: TransformerConfig) -> None:
-        """Nothing depends on the model."""
+    def begin(self, device: torch.device) -> torch.Generator:
+        return torch.Generator(device=device).manual_seed(self.seed)
 
-    def search(self, model: Transformer, src_ids: torch.Tensor, *, max_len_a: float,
-               max_len_b: int) -> list[list[int]]:
-        generator = torch.Generator(device=src_ids.device).manual_seed(self.seed)
-        return token_by_token(
-            model, src_ids,
-            lambda log_probs: sample_tokens(log_probs, self.temperature, self.top_p, generator),
-            max_len_a=max_len_a, max_len_b=max_len_b)
-
-
-# The strategies by name: translate(strategy=...), the CLI. A new one is one entry here.
-DECODING_STRATEGIES: dict[str, Callable[..., DecodingStrategy]] = {
-    "greedy": Greedy,
-    "beam": Beam,
-    "sample": Sampling,
-}
+    def step(self, t: int, logp: torch.Tensor, scores: torch.Tensor,
+             state: torch.Generator) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        log_probs = logp[:, 0]  # (B, 1, V) -> (B, V)
+        token = sample_tokens(log_probs, self.temperature, self.top_p, state)  # (B,)
+        picked = log_probs.gather(1, token[:, None])  # (B, 1)
+        return scores + picked, token[:, None], torch.zeros_like(token)[:, None]
 
 
-def decoding_strategy(name: str, **settings: Any) -> DecodingStrategy:
-    """The strategy registered as ``name`` in :data:`DECODING_STRATEGIES`, made with
-    ``settings``; an unknown name or a setting it does not take is a ``BookError``."""
-    require_one_of(name, "strategy", tuple(DECODING_STRATEGIES))
-    make = DECODING_STRATEGIES[name]
-    try:
-        inspect.signature(make).bind(**settings)
-    except TypeError:
-        takes = ", ".join(inspect.signature(make).parameters) or "none"
-        raise bad_input("settings", f"settings of the {name!r} strategy ({takes})",
-                   ", ".join(sorted(settings))) from None
-    strategy = make(**settings)
-    require(isinstance(strategy, DecodingStrategy), "strategy",
-            "a registered class with check and search methods", type(strategy).__name__)
-    return strategy
+def decoding_strategy(name: str, **settings: Any) -> StepRule:
+    """The strategy registered as ``name`` in
+    :data:`~transformer_book.run.config.DECODING_STRATEGIES`, made with ``settings``; an
+    unknown name or a setting it does not take is a ``BookError``."""
+    strategy = make_strategy(name, settings)
+    require(isinstance(strategy, StepRule), "strategy", "a registered step rule (a StepRule)",
+            type(strategy).__name__)
+    return cast(StepRule, strategy)
+
+
+def strategy_name(strategy: StepRule) -> str:
+    """The name ``strategy``'s class is registered under (records name the strategy by it);
+    an unregistered class is named by its class name."""
+    for name in DECODING_STRATEGIES:
+        if DECODING_STRATEGIES.get(name) is type(strategy):
+            return name
+    return type(strategy).__name__
+
+
+def strategy_settings(strategy: StepRule) -> dict[str, Any]:
+    """A strategy's settings, by name (what a record keeps)."""
+    return {f.name: getattr(strategy, f.name) for f in dataclasses.fields(strategy)} \
+        if dataclasses.is_dataclass(strategy) else {}

@@ -11,7 +11,7 @@ how they were decoded (:class:`Decoding`).
 
 Every evaluation of the package goes through it: the CLI's ``evaluate``, the protocol
 scripts (``scripts/cpu_protocol.py``, ``scripts/gpu_run.py``), the greedy validation BLEU
-of training (:func:`~transformer_book.train.validate.greedy_bleu`) and the ablations.
+of training (:func:`~transformer_book.train.validate.validation_bleu`) and the ablations.
 :func:`evaluation_record` and :func:`write_evaluation` turn an evaluation into the JSON
 record ``transformer-book evaluate`` writes into ``results/``.
 """
@@ -24,10 +24,12 @@ from pathlib import Path
 from typing import Any
 
 from transformer_book.data.corpora import corpus_split, load_corpus
+from transformer_book.inference.decoding import strategy_name, strategy_settings
+from transformer_book.inference.generate import StepRule
 from transformer_book.inference.scoring import CorpusScores, check_texts, score_corpus
 from transformer_book.inference.significance import bootstrap_interval
 from transformer_book.inference.trained import TrainedModel
-from transformer_book.inference.translate import translate
+from transformer_book.inference.translate import choose_strategy, translate
 from transformer_book.util.records import command_line, git_commit, hardware_info, write_record
 from transformer_book.util.timing import Stopwatch
 from transformer_book.util.validation import (
@@ -52,22 +54,22 @@ BOOTSTRAP_LEVEL = 0.95
 class Decoding:
     """How the hypotheses were decoded (Section 6.1: beam 4, α = 0.6, length |x| + 50).
 
-    Fields: ``method`` (``"greedy"`` for beam size 1, else ``"beam search"``),
-    ``beam_size``, ``alpha`` (the length penalty; recorded for greedy too, unused there),
-    ``max_len_a`` and ``max_len_b`` (each output has at most ``max_len_a · |x| +
-    max_len_b`` tokens), ``stop`` (beam search's stopping rule; ``None`` for greedy).
+    Fields: ``strategy`` (its registered name, :func:`~.decoding.strategy_name`),
+    ``settings`` (the strategy's, by name: beam search's ``beam_size``, ``alpha`` and
+    ``stop``), ``max_len_a`` and ``max_len_b`` (each output has at most ``max_len_a · |x|
+    + max_len_b`` tokens) and ``cache`` (the decoder's key/value cache: the same tokens).
     """
 
-    method: str
-    beam_size: int
-    alpha: float
+    strategy: str
+    settings: dict[str, Any]
     max_len_a: float
     max_len_b: int
-    stop: str | None
+    cache: str = "growing"
 
     def to_dict(self) -> dict[str, Any]:
-        return {"beam_size": self.beam_size, "alpha": self.alpha, "max_len_a": self.max_len_a,
-                "max_len_b": self.max_len_b, "method": self.method, "stop": self.stop}
+        """The record's ``decoding``: the strategy's name, its settings, the lengths."""
+        return {"strategy": self.strategy, **self.settings, "max_len_a": self.max_len_a,
+                "max_len_b": self.max_len_b, "cache": self.cache}
 
 
 @dataclass(frozen=True)
@@ -141,14 +143,14 @@ def evaluate(
     *,
     split: str | None = None,
     limit: int | None = None,
-    beam_size: int | None = None,
-    alpha: float | None = None,
-    stop: str = "exact",
+    strategy: str | StepRule | None = None,
+    cache: str = "growing",
     max_tokens: int = 4096,
     other_metrics: bool = True,
     resamples: int | None = BOOTSTRAP_RESAMPLES,
     seed: int = BOOTSTRAP_SEED,
     progress: bool = False,
+    **settings: Any,
 ) -> Evaluation:
     """Translate, score with sacreBLEU and bootstrap: a model's :class:`Evaluation`.
 
@@ -160,8 +162,11 @@ def evaluate(
             ``"test_2016_flickr"``; parallel text: ``"valid"``, ``"test"``), in the run
             config's languages and folder.
         limit: only the first ``limit`` sentences.
-        beam_size / alpha: decoding (default: the run config's ``[decode]``); beam size 1
-            is greedy decoding. stop: beam search's stopping rule.
+        strategy / settings: how to decode
+            (:func:`~transformer_book.inference.translate.choose_strategy`: by default the
+            run config's ``[decode]``, beam 4 and α = 0.6; ``beam_size=1`` is greedy
+            search; ``strategy="greedy"``, ``"sample"`` or any registered one, or a step
+            rule). cache: the decoder's key/value cache (the same translations).
         max_tokens: source tokens decoded together at most.
         other_metrics: also chrF++ and TER (default); ``False`` scores BLEU alone, the
             cheap check during training.
@@ -177,15 +182,13 @@ def evaluate(
     require_bool(progress, "progress")
     if resamples is not None:
         require_int(resamples, "resamples", minimum=100)
+    chosen = choose_strategy(trained, strategy, **settings)
     sources, references = _texts(trained, sources, references, split, limit)
     dec = trained.run_config.decode
-    beam_size = dec.beam_size if beam_size is None else beam_size
-    alpha = dec.alpha if alpha is None else alpha
     argument = "sources" if split is None else f"{split} sentences"
     with Stopwatch() as decoding:
-        hypotheses = translate(trained, sources, beam_size=beam_size, alpha=alpha,
-                               max_tokens=max_tokens, stop=stop, argument=argument,
-                               progress=progress)
+        hypotheses = translate(trained, sources, chosen, max_tokens=max_tokens, cache=cache,
+                               argument=argument, progress=progress)
     scores = score_corpus(hypotheses, references, other_metrics=other_metrics)
     bleu_interval = chrf_interval = None
     if resamples is not None:
@@ -194,15 +197,13 @@ def evaluate(
         if other_metrics:
             chrf_interval = bootstrap_interval(hypotheses, references, "chrf", resamples, seed,
                                                BOOTSTRAP_LEVEL)
-    greedy = beam_size == 1
     return Evaluation(
         scores=scores, bleu_interval=bleu_interval, chrf_interval=chrf_interval,
         resamples=resamples, seed=None if resamples is None else seed,
         sources=sources, references=references, hypotheses=hypotheses,
         split=split, limit=limit,
-        decoding=Decoding(method="greedy" if greedy else "beam search", beam_size=beam_size,
-                          alpha=alpha, max_len_a=dec.max_len_a, max_len_b=dec.max_len_b,
-                          stop=None if greedy else stop),
+        decoding=Decoding(strategy=strategy_name(chosen), settings=strategy_settings(chosen),
+                          max_len_a=dec.max_len_a, max_len_b=dec.max_len_b, cache=cache),
         decode_seconds=decoding.seconds)
 
 

@@ -4,13 +4,13 @@ decoder stepped one token at a time with a key/value cache (Section 6.1).
 KV cache: the decoder keeps each layer's self-attention keys and values and extends them by
 one token per step, so step t costs O(t) instead of re-running the whole prefix (O(t²));
 the cross-attention keys and values are projected from the encoder output once per
-sentence (:class:`~transformer_book.nn.kv_cache.DecoderCache`). Given ``max_length``, the
+sentence (:class:`~transformer_book.nn.kv_cache.DecoderCache`). With ``cache="static"``, the
 stepper keeps them in a :class:`~transformer_book.nn.kv_cache.StaticDecoderCache` instead,
-allocated once to that many positions and written in place (the fast path of greedy search).
-With ``compiled`` too, each step runs ``torch.compile``'s code for the decoder (inductor:
-fused kernels, far fewer operations issued from Python), compiled once per process for each
-kind of step it meets (the first step, later ones, one sentence left): tens of seconds on
-a CPU (``benchmarks/bench_engines.py`` records it), which only a long decoding pays back.
+allocated once to the longest output and written in place. With ``"compiled"``, each
+step runs ``torch.compile``'s code for the decoder (inductor: fused kernels, far fewer
+operations issued from Python), compiled once per process for each kind of step it meets
+(the first step, later ones, one sentence left): tens of seconds on a CPU
+(``benchmarks/bench_engines.py`` records it), which only a long decoding pays back.
 """
 
 from __future__ import annotations
@@ -25,7 +25,10 @@ from transformer_book.nn.kv_cache import DecoderCache, StaticDecoderCache
 from transformer_book.nn.transformer import Transformer
 from transformer_book.util.validation import require, require_int
 
-__all__ = ["Stepper", "check_decoding", "evaluation_mode"]
+__all__ = ["CACHES", "Stepper", "check_decoding", "evaluation_mode"]
+
+#: The decoder's key/value caches a search may use (:class:`Stepper`): the same tokens.
+CACHES = ("growing", "static", "compiled", "none")
 
 
 @contextmanager
@@ -54,42 +57,42 @@ def check_decoding(model: Transformer, src_ids: torch.Tensor, min_len: int) -> N
 class Stepper:
     """The decoder, one step at a time, for N hypotheses of B source sentences.
 
-    ``step(prefix (N, t)) -> (N, V)``: log-probabilities of the next token (or, with
+    ``step(fed) -> (N, V)``: log-probabilities of the next token (or, with
     ``normalize=False``, the logits, which rank the tokens the same: greedy search needs
-    only the best one); ``<pad>`` and ``<bos>`` get ``-inf``. ``prefix`` holds G = N / B
+    only the best one); ``<pad>`` and ``<bos>`` get ``-inf``. ``fed`` is the last token of
+    each hypothesis ``(N, 1)`` (with a cache, which holds the past), or the whole prefix
+    ``(N, t)`` (``cache="none"``: the same results, O(t²) work). The N rows hold G = N / B
     hypotheses for each sentence of ``src_ids (B, S)`` and ``memory (B, S, d_model)``, rows
-    ``i·G .. i·G + G - 1`` for sentence i. With the cache only the prefix's last token is
-    fed; without, the whole prefix is (same results, O(t²) work).
+    ``i·G .. i·G + G - 1`` for sentence i.
 
     ``reorder(rows)`` makes the cache follow ``rows`` (long ``(N',)``) of the previous
     step's hypotheses (beam search). ``select(sentences, rows)`` keeps only ``sentences``
     (long ``(B',)``), source and memory included, so that finished sentences stop costing
     work, and makes the cache follow ``rows`` of theirs in the same copy.
 
-    ``max_length`` (with ``use_cache``): the most positions the prefix will reach; the cache
-    is then a :class:`~transformer_book.nn.kv_cache.StaticDecoderCache` of that many
-    positions (the same scores, no growing buffers). ``compiled`` (with ``max_length``): the
-    decoder runs as ``torch.compile(model.decode, dynamic=True)`` (the same scores up to
-    float rounding; the same tokens, tested in float64).
+    ``cache`` is one of :data:`CACHES`: ``"growing"`` (a
+    :class:`~transformer_book.nn.kv_cache.DecoderCache`), ``"static"`` (a
+    :class:`~transformer_book.nn.kv_cache.StaticDecoderCache` of ``max_length`` positions:
+    the same scores, no growing buffers), ``"compiled"`` (that cache, the decoder run as
+    ``torch.compile(model.decode, dynamic=True)``: the same scores up to float rounding, the
+    same tokens, tested in float64) or ``"none"``.
     """
 
     def __init__(self, model: Transformer, src_ids: torch.Tensor, memory: torch.Tensor,
-                 use_cache: bool, normalize: bool = True, max_length: int | None = None,
-                 compiled: bool = False) -> None:
-        require(not compiled or (use_cache and max_length is not None), "compiled",
-                "False without the static cache (use_cache and max_length)", compiled)
+                 cache: str = "growing", normalize: bool = True, max_length: int = 1) -> None:
         self.model, self.src, self.memory, self.normalize = model, src_ids, memory, normalize
-        self.decode = torch.compile(model.decode, dynamic=True) if compiled else model.decode
+        self.decode = (torch.compile(model.decode, dynamic=True) if cache == "compiled"
+                       else model.decode)
         self.cache: DecoderCache | None = None
-        if use_cache:
-            self.cache = (model.new_cache() if max_length is None
-                          else StaticDecoderCache(max_length=max_length))
+        if cache == "growing":
+            self.cache = model.new_cache()
+        elif cache in ("static", "compiled"):
+            self.cache = StaticDecoderCache(max_length=max_length)
         config = model.config
         self.never = torch.tensor([config.pad_id, config.bos_id], device=src_ids.device)
 
-    def step(self, prefix: torch.Tensor) -> torch.Tensor:
-        new = prefix[:, -1:] if self.cache is not None else prefix  # (N, 1) or (N, t)
-        logits = self.decode(new, self.memory, self.src, cache=self.cache)  # (N, T, V)
+    def step(self, fed: torch.Tensor) -> torch.Tensor:
+        logits = self.decode(fed, self.memory, self.src, cache=self.cache)  # (N, T, V)
         assert isinstance(logits, torch.Tensor), "decode without need_weights: a tensor"
         # (N, T, V) -> (N, V), in float32 at least (bf16/fp16 logits are promoted; a float64
         # model keeps float64, so a float64 reference can check the search exactly).

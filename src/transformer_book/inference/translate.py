@@ -4,7 +4,7 @@ Section 6.1: "We used beam search with a beam size of 4 and length penalty α = 
 set the maximum output length during inference to input length + 50, but terminate early
 when possible." The CLI's ``translate`` and ``evaluate``, chapter 11 and the training loop's
 validation BLEU all go through :func:`translate_ids`, which decodes with any
-:class:`~transformer_book.inference.decoding.DecodingStrategy`. Each sentence's length budget is
+:class:`~transformer_book.inference.generate.StepRule`. Each sentence's length budget is
 ``max_len_a · |x| + max_len_b`` for its own length ``|x|``
 (:func:`~transformer_book.inference.lengths.output_length_limits`, which greedy and beam
 search both call), so a translation does not depend on which sentences share its batch.
@@ -21,25 +21,21 @@ import torch
 
 from transformer_book.data.batching import pad_sequences
 from transformer_book.data.tokenizer import BPETokenizer
-from transformer_book.inference.decoding import (
-    DECODING_STRATEGIES,
-    DecodingStrategy,
-    Greedy,
-    decoding_strategy,
-)
+from transformer_book.inference.decoding import decoding_strategy
+from transformer_book.inference.generate import CACHES, Limits, StepRule, generate
+from transformer_book.inference.greedy import Greedy
 from transformer_book.inference.trained import TrainedModel
 from transformer_book.nn.transformer import Transformer
 from transformer_book.util.validation import (
     bad_input,
     require,
     require_bool,
-    require_int,
-    require_number,
     require_one_of,
     require_positive_int,
 )
 
-__all__ = ["MAX_SENTENCES_PER_BATCH", "encode_sources", "translate", "translate_ids"]
+__all__ = ["MAX_SENTENCES_PER_BATCH", "choose_strategy", "encode_sources", "translate",
+           "translate_ids"]
 
 # Sentences decoded together at most (beam search multiplies this by the beam size).
 MAX_SENTENCES_PER_BATCH = 128
@@ -132,22 +128,26 @@ def _model_device(model: Transformer, device: torch.device | str | None) -> torc
 def translate_ids(
     model: Transformer,
     sources: Sequence[Sequence[int]],
-    strategy: DecodingStrategy | None = None,
+    strategy: StepRule | None = None,
     *,
     max_len_a: float = 1.0,
     max_len_b: int = 50,
     max_tokens: int = 4096,
+    cache: str = "growing",
     device: torch.device | str | None = None,
     progress: bool = False,
 ) -> list[list[int]]:
     """Decode every source (lists of BPE ids), in the input order, without special tokens.
 
-    ``strategy`` is a :class:`~transformer_book.inference.decoding.DecodingStrategy`:
+    ``strategy`` is a step rule (:class:`~transformer_book.inference.generate.StepRule`):
     ``Greedy()`` (the default), ``Beam(beam_size=4, alpha=0.6)`` (Section 6.1),
     ``Sampling(temperature, top_p, seed)``, or any other
-    (:data:`~transformer_book.inference.decoding.DECODING_STRATEGIES`). Sources are decoded
-    in length-sorted batches of at most ``max_tokens`` source tokens; each translation has
-    at most ``max_len_a · |x| + max_len_b`` tokens, ``|x|`` its own source's length. Every
+    (:data:`~transformer_book.run.config.DECODING_STRATEGIES`), decoded by
+    :func:`~transformer_book.inference.generate.generate` with ``cache`` (one of its
+    :data:`~transformer_book.inference.generate.CACHES`: the same translations). Sources are
+    decoded in length-sorted batches of at most ``max_tokens`` source tokens; each
+    translation has at most ``max_len_a · |x| + max_len_b`` tokens, ``|x|`` its own
+    source's length. Every
     argument is checked before anything is decoded (the strategy's settings against the
     model by its ``check``: a beam no wider than the vocabulary). ``progress`` shows a tqdm
     bar of the sentences decoded, with its rate and time left (on stderr outside a notebook),
@@ -156,14 +156,13 @@ def translate_ids(
     require(isinstance(model, Transformer), "model", "a transformer_book Transformer",
             type(model).__name__)
     strategy = Greedy() if strategy is None else strategy
-    require(isinstance(strategy, DecodingStrategy), "strategy",
-            "a decoding strategy (check and search methods), e.g. Beam(beam_size=4)",
-            type(strategy).__name__)
+    require(isinstance(strategy, StepRule), "strategy",
+            "a decoding strategy (a StepRule), e.g. Beam(beam_size=4)", type(strategy).__name__)
     config = model.config
     strategy.check(config)
-    require_number(max_len_a, "max_len_a", minimum=0)
-    require_int(max_len_b, "max_len_b", minimum=0)
+    limits = Limits(max_len_a, max_len_b)
     require_positive_int(max_tokens, "max_tokens")
+    require_one_of(cache, "cache", CACHES)
     require_bool(progress, "progress")
     device = _model_device(model, device)
     _check_sources(model, sources)
@@ -179,7 +178,7 @@ def translate_ids(
               disable=not progress) as bar:
         for batch in _batches([len(s) for s in sources], max_tokens):
             src = pad_sequences([list(sources[i]) for i in batch], config.pad_id).to(device)
-            hyps = strategy.search(model, src, max_len_a=max_len_a, max_len_b=max_len_b)
+            hyps = generate(model, src, strategy, limits, cache=cache)
             for i, hyp in zip(batch, hyps, strict=True):
                 ids = [int(t) for t in hyp]
                 if config.eos_id in ids:
@@ -189,37 +188,48 @@ def translate_ids(
     return outputs
 
 
-# Settings a strategy takes from the run config's [decode] section unless given.
-_CONFIG_SETTINGS = {"beam": ("beam_size", "alpha")}
+def choose_strategy(trained: TrainedModel, strategy: str | StepRule | None = None,
+                    **settings: Any) -> StepRule:
+    """The strategy a call asks for: ``strategy`` itself (a step rule, with no
+    ``settings``), or the one registered by that name (default: the run config's
+    ``[decode] strategy``) made with ``settings``, each setting not given (or ``None``)
+    taken from ``[decode]`` (:meth:`~transformer_book.run.config.DecodeSection.settings_for`:
+    beam size and α, Section 6.1's 4 and 0.6 in the configs)."""
+    given = {key: value for key, value in settings.items() if value is not None}
+    if isinstance(strategy, StepRule):
+        require(not given, "settings", "none with a strategy object (they are its own)",
+                ", ".join(sorted(given)))
+        return strategy
+    dec = trained.run_config.decode
+    name = dec.strategy if strategy is None else strategy
+    require(isinstance(name, str), "strategy", "a strategy name, a StepRule or None",
+            type(name).__name__)
+    return decoding_strategy(name, **{**dec.settings_for(name), **given})
 
 
 def translate(
     trained: TrainedModel,
     sentences: Sequence[str],
-    strategy: str = "beam",
+    strategy: str | StepRule | None = None,
     *,
     max_tokens: int = 4096,
+    cache: str = "growing",
     argument: str = "sentences",
     progress: bool = False,
     **settings: Any,
 ) -> list[str]:
-    """Translate source sentences with a loaded model and the decoding strategy named
-    ``strategy`` in :data:`~transformer_book.inference.decoding.DECODING_STRATEGIES`, made
-    with ``settings``: ``"beam"`` (the default: ``beam_size``, ``alpha``, ``stop``; a beam
-    of one is greedy search), ``"greedy"``, ``"sample"`` (``temperature``, ``top_p``,
-    ``seed``). Beam size and α default to the run config's ``[decode]`` section, as do the
-    length limits (Section 6.1: beam 4, α = 0.6, length input + 50). ``argument`` names
-    ``sentences`` in error messages; ``progress`` shows a bar of the sentences decoded
-    (:func:`translate_ids`).
+    """Translate source sentences with a loaded model and a decoding strategy
+    (:func:`choose_strategy`: by default the run config's ``[decode]``, Section 6.1's beam 4
+    and α = 0.6): ``"beam"`` (``beam_size``, ``alpha``, ``stop``; a beam of one is greedy
+    search), ``"greedy"``, ``"sample"`` (``temperature``, ``top_p``, ``seed``), any other
+    registered name, or a step rule. The length limits are the config's too (length input +
+    50). ``argument`` names ``sentences`` in error messages; ``progress`` shows a bar of the
+    sentences decoded (:func:`translate_ids`).
     """
-    require_one_of(strategy, "strategy", tuple(DECODING_STRATEGIES))
+    chosen = choose_strategy(trained, strategy, **settings)
     dec = trained.run_config.decode
-    for name in _CONFIG_SETTINGS.get(strategy, ()):
-        if settings.get(name) is None:
-            settings[name] = getattr(dec, name)
-    chosen = decoding_strategy(strategy, **settings)
     ids = encode_sources(trained.tokenizer, sentences, trained.model_config.max_len, argument)
     model = cast(Transformer, trained.model)  # translate_ids checks that it is one
-    out = translate_ids(model, ids, chosen, max_len_a=dec.max_len_a,
-                        max_len_b=dec.max_len_b, max_tokens=max_tokens, progress=progress)
+    out = translate_ids(model, ids, chosen, max_len_a=dec.max_len_a, max_len_b=dec.max_len_b,
+                        max_tokens=max_tokens, cache=cache, progress=progress)
     return [trained.tokenizer.decode(row) for row in out]

@@ -7,8 +7,8 @@ layer keeps them: its self-attention's grow by one position per step, its cross-
 the self-attention entries along the chosen beams and drops finished sentences.
 
 :class:`DecoderCache` is the teaching path: its buffers grow as decoding goes (``torch.cat``
-at each step of greedy search). :class:`StaticDecoderCache` is the fast path for greedy
-search (``greedy_decode(..., fast=True)``): each layer's self-attention buffers are allocated
+at each step of greedy search). :class:`StaticDecoderCache` is a fast path
+(``generate(..., cache="static")``): each layer's self-attention buffers are allocated
 once, ``(N, h, max_length, d_k)``, and every step writes its keys and values in place at
 the next position; tests prove it equal to :class:`DecoderCache` and to decoding without a
 cache, and ``benchmarks/bench_fast.py`` times it against :class:`DecoderCache`.
@@ -141,11 +141,13 @@ class DecoderCache:
 class StaticKV(KV):
     """A :class:`KV` whose buffers always span ``capacity`` positions, ``(N, h, capacity,
     d_k)``, allocated once: :meth:`append` writes in place at positions ``length ..``, and
-    :meth:`reorder` copies the filled positions into new full-size buffers. Appending past
-    ``capacity`` falls back to :class:`KV`'s ``torch.cat`` (never needed when ``capacity``
-    is the longest output)."""
+    :meth:`reorder` copies the filled positions into a second pair of buffers of that size,
+    kept from one reorder to the next (the two pairs take turns: nothing is allocated while
+    beam search goes on). Appending past ``capacity`` falls back to :class:`KV`'s
+    ``torch.cat`` (never needed when ``capacity`` is the longest output)."""
 
     capacity: int = 0
+    spare: tuple[torch.Tensor, torch.Tensor] | None = None
 
     @classmethod
     def allocate(cls, k: torch.Tensor, v: torch.Tensor, capacity: int) -> StaticKV:
@@ -158,8 +160,20 @@ class StaticKV(KV):
 
     def reorder(self, index: torch.Tensor) -> None:
         """Keep rows ``index`` (long ``(N',)``): ``(N, h, capacity, d_k) -> (N', h,
-        capacity, d_k)``, the filled positions copied."""
-        self._copy_rows(index, max(self.capacity, self.length + 1))
+        capacity, d_k)``, the filled positions copied into the spare buffers, which become
+        the cache (and the cache's, the spare ones)."""
+        if self.length + 1 > self.k.shape[2]:  # past capacity: KV's growing buffers
+            self._copy_rows(index, self.length + 1)
+            return
+        rows = index.shape[0]
+        if self.spare is None or self.spare[0].shape[0] < rows:
+            shape = (rows, *self.k.shape[1:])
+            self.spare = (self.k.new_empty(shape), self.v.new_empty(shape))
+        k, v = self.spare[0][:rows], self.spare[1][:rows]
+        past_k, past_v = self.cached()
+        torch.index_select(past_k, 0, index, out=k[:, :, : self.length])
+        torch.index_select(past_v, 0, index, out=v[:, :, : self.length])
+        self.spare, self.k, self.v = (self.k, self.v), k, v
 
 
 @dataclass

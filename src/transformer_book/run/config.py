@@ -4,6 +4,7 @@ in ``configs/`` (sections ``[model]``, ``[data]``, ``[train]``, ``[decode]``).""
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import math
 import os
 import sys
@@ -17,6 +18,7 @@ from transformer_book.data.corpora import check_dataset
 from transformer_book.data.tokenizer import BOS_ID, EOS_ID, MIN_VOCAB_SIZE, PAD_ID
 from transformer_book.nn.config import PRESETS, TransformerConfig
 from transformer_book.nn.positional import positional_encoding
+from transformer_book.util.registry import Registry
 from transformer_book.util.validation import (
     BookError,
     bad_input,
@@ -100,6 +102,8 @@ class TrainSection:
     ``precision`` is one of :data:`PRECISIONS`: "auto" times a product in fp32 and in 16
     bits on the training device and takes 16 bits where it is clearly faster; "bf16" is
     kept wherever bf16 autocast runs (:func:`~transformer_book.train.runtime.choose_precision`).
+    ``bleu_strategy``: the decoding strategy of the validation BLEU (default ``"greedy"``,
+    the cheap check; its settings from ``[decode]``).
     """
 
     max_steps: int | None = 100_000  # Section 5.2: base models ran 100,000 steps
@@ -114,17 +118,77 @@ class TrainSection:
     keep_best: int = 5
     seed: int = 0
     precision: str = "auto"
+    bleu_strategy: str = "greedy"
+
+
+#: The decoding strategies by name (each a step rule of
+#: :func:`~transformer_book.inference.generate.generate`): the ``[decode]`` section's
+#: ``strategy``, the CLI's ``--strategy`` and its options (one per setting). Outside
+#: packages add theirs through the entry-point group or ``--plugin``
+#: (:mod:`transformer_book.util.registry`).
+DECODING_STRATEGIES: Registry[Any] = Registry(
+    "decoding strategy", "transformer_book.decoding_strategies",
+    {"beam": "transformer_book.inference.beam:Beam",
+     "greedy": "transformer_book.inference.greedy:Greedy",
+     "sample": "transformer_book.inference.decoding:Sampling"})
 
 
 @dataclass
 class DecodeSection:
-    """``[decode]``: Section 6.1, "beam size of 4 and length penalty α = 0.6 ... maximum
-    output length to input length + 50"; max length = max_len_a · input length + max_len_b."""
+    """``[decode]``: how translations are decoded. Section 6.1: "beam size of 4 and length
+    penalty α = 0.6 ... maximum output length to input length + 50"; max length =
+    max_len_a · input length + max_len_b.
 
+    ``strategy`` names an entry of :data:`DECODING_STRATEGIES` (default ``"beam"``);
+    ``beam_size`` and ``alpha`` are the settings of any strategy that has them (beam
+    search's), and every other key of the section is a setting of the chosen strategy
+    (``temperature = 0.8`` for ``"sample"``), kept in ``settings``.
+    """
+
+    strategy: str = "beam"
     beam_size: int = 4
     alpha: float = 0.6
     max_len_a: float = 1.0
     max_len_b: int = 50
+    settings: dict[str, Any] = field(default_factory=dict)
+
+    def settings_for(self, name: str) -> dict[str, Any]:
+        """The section's settings of strategy ``name``: ``beam_size`` and ``alpha`` where it
+        has them, and, when ``name`` is the section's strategy, its other settings."""
+        fields = strategy_fields(name)
+        out: dict[str, Any] = {key: getattr(self, key) for key in ("beam_size", "alpha")
+                               if key in fields}
+        return {**out, **(self.settings if name == self.strategy else {})}
+
+
+def strategy_fields(name: str, argument: str = "strategy") -> dict[str, Any]:
+    """The settings of the registered strategy ``name``: setting -> default."""
+    make = DECODING_STRATEGIES.get(name, argument)
+    return {key: value.default for key, value in inspect.signature(make).parameters.items()}
+
+
+def strategy_help(name: str, key: str) -> str:
+    """What setting ``key`` of strategy ``name`` does: its dataclass field's ``help``
+    metadata (empty if it has none)."""
+    make = DECODING_STRATEGIES.get(name)
+    if dataclasses.is_dataclass(make):
+        for f in dataclasses.fields(make):
+            if f.name == key:
+                return str(f.metadata.get("help", ""))
+    return ""
+
+
+def make_strategy(name: str, settings: dict[str, Any], argument: str = "strategy") -> Any:
+    """The registered strategy ``name`` made with ``settings`` (each checked by it); an
+    unknown name or a setting it does not take is a ``BookError`` naming ``argument``."""
+    fields = strategy_fields(name, argument)
+    unknown = sorted(set(settings) - set(fields))
+    require(not unknown, f"{argument} {name!r}",
+            f"its settings ({', '.join(fields) or 'none'})", f"{', '.join(unknown)}")
+    strategy = DECODING_STRATEGIES.get(name)(**settings)
+    require(callable(getattr(strategy, "step", None)), f"{argument} {name!r}",
+            "a step rule (a StepRule with a step method)", type(strategy).__name__)
+    return strategy
 
 
 @dataclass
@@ -185,6 +249,14 @@ class RunConfig:
                             "a table", repr(nested))
                     values = {**nested, **values}
                 built[name] = ModelSection(preset=preset, overrides=values)
+                continue
+            if kind is DecodeSection:  # the keys of no field: the strategy's settings
+                fields = {f.name for f in dataclasses.fields(kind)} - {"settings"}
+                nested = values.pop("settings", {})
+                require(isinstance(nested, dict), f"{source} [decode] settings", "a table",
+                        repr(nested))
+                others = {**nested, **{k: values.pop(k) for k in sorted(set(values) - fields)}}
+                built[name] = DecodeSection(**values, settings=others)
                 continue
             known = {f.name for f in dataclasses.fields(kind)}
             extra = sorted(set(values) - known)
@@ -270,15 +342,25 @@ def _check_train(t: TrainSection, model: TransformerConfig, source: str) -> None
             f"at most {limit:.3g}, so that the peak learning rate (lr_factor · (d_model · "
             "warmup_steps)^-0.5) and Adam's step stay finite in float32", repr(t.lr_factor))
     require_one_of(t.precision, f"{where} precision", PRECISIONS)
+    DECODING_STRATEGIES.get(t.bleu_strategy, f"{where} bleu_strategy")
 
 
 def _check_decode(dec: DecodeSection, source: str) -> None:
-    """``[decode]``: beam size, length penalty and maximum output length."""
+    """``[decode]``: the strategy and its settings (by making it), beam size, length
+    penalty and maximum output length."""
     where = f"{source} [decode]"
     require_positive_int(dec.beam_size, f"{where} beam_size")
     require_int(dec.max_len_b, f"{where} max_len_b", minimum=0)
     require_number(dec.alpha, f"{where} alpha", minimum=0, maximum=MAX_ALPHA)
     require_positive_number(dec.max_len_a, f"{where} max_len_a", allow_zero=True)
+    require(isinstance(dec.strategy, str), f"{where} strategy", "a strategy name",
+            repr(dec.strategy))
+    require(isinstance(dec.settings, dict), f"{where} settings", "a table", repr(dec.settings))
+    try:
+        make_strategy(dec.strategy, dec.settings_for(dec.strategy), f"{where} strategy")
+    except BookError as error:  # a setting the strategy refused names the setting alone
+        message = str(error)
+        raise BookError(message if message.startswith(where) else f"{where} {message}") from None
 
 
 def load_run_config(path: str | Path) -> RunConfig:

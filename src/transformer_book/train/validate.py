@@ -29,7 +29,7 @@ from transformer_book.train.objective import label_smoothed_cross_entropy
 from transformer_book.train.runtime import autocast
 from transformer_book.util.validation import require, require_positive_int
 
-__all__ = ["EVAL_MIN_TOKENS", "ValidationLoss", "greedy_bleu", "validate", "validation_loss"]
+__all__ = ["EVAL_MIN_TOKENS", "ValidationLoss", "validate", "validation_bleu", "validation_loss"]
 
 EVAL_MIN_TOKENS = 4096  # smallest token budget of an evaluation batch
 
@@ -82,13 +82,14 @@ def validation_loss(model: nn.Module, src: list[list[int]], tgt: list[list[int]]
     return ValidationLoss(smoothed / tokens, nll / tokens, tokens)
 
 
-def greedy_bleu(model: nn.Module, data: PreparedData, sentences: int, *,
-                run_config: RunConfig, max_tokens: int, precision: str = "fp32"
-                ) -> Evaluation:
-    """sacreBLEU of greedy translations of the first ``sentences`` val sources against their
-    references, through :func:`~transformer_book.inference.evaluation.evaluate` (Section 6.1
-    decodes with beam search; greedy is the cheap check during training: BLEU alone, no
-    chrF++, TER or bootstrap interval).
+def validation_bleu(model: nn.Module, data: PreparedData, sentences: int, *,
+                    run_config: RunConfig, max_tokens: int, precision: str = "fp32"
+                    ) -> Evaluation:
+    """sacreBLEU of the translations of the first ``sentences`` val sources against their
+    references, through :func:`~transformer_book.inference.evaluation.evaluate`, decoded by
+    the strategy ``run_config``'s ``[train] bleu_strategy`` names (default greedy: Section
+    6.1 decodes with beam search, greedy is the cheap check during training), with its
+    ``[decode]`` settings: BLEU alone, no chrF++, TER or bootstrap interval.
 
     ``model`` (a :class:`~transformer_book.nn.transformer.Transformer`, on its device) is
     decoded under autocast for ``precision``, in batches of at most ``max_tokens`` source
@@ -104,8 +105,9 @@ def greedy_bleu(model: nn.Module, data: PreparedData, sentences: int, *,
                            run_config=run_config)
     sources = data.tokenizer.decode_batch(data.val_src[:sentences])
     with autocast(precision, next(model.parameters()).device):
-        return evaluate(trained, sources, data.val_references[:sentences], beam_size=1,
-                        max_tokens=max_tokens, other_metrics=False, resamples=None)
+        return evaluate(trained, sources, data.val_references[:sentences],
+                        strategy=run_config.train.bleu_strategy, max_tokens=max_tokens,
+                        other_metrics=False, resamples=None)
 
 
 def validate(model: nn.Module, data: PreparedData, run_config: RunConfig,
@@ -127,10 +129,10 @@ def validate(model: nn.Module, data: PreparedData, run_config: RunConfig,
                               "val_ppl": losses.perplexity}
     n = min(bleu_sentences, len(data.val_src))
     if n > 0:
-        scores = greedy_bleu(model, data, n, run_config=run_config, max_tokens=budget,
-                             precision=precision).scores
+        scores = validation_bleu(model, data, n, run_config=run_config, max_tokens=budget,
+                                 precision=precision).scores
         result.update(bleu=scores.bleu, bleu_signature=scores.bleu_signature,
                       bleu_lowercase_intl=scores.bleu_lowercase_intl,
                       bleu_lowercase_intl_signature=scores.bleu_lowercase_intl_signature,
-                      bleu_sentences=n, bleu_decoding="greedy")
+                      bleu_sentences=n, bleu_decoding=run_config.train.bleu_strategy)
     return result

@@ -100,17 +100,30 @@ def device_name(device: torch.device | str) -> str:
     return cpu_name()
 
 
+# The instruction sets that tell apart CPUs of one model name (a virtual machine's "AMD
+# EPYC" may have AVX-512 with bf16 or AVX2 alone): flag in /proc/cpuinfo -> label.
+CPU_FEATURES = (("avx2", "AVX2"), ("avx512f", "AVX-512"), ("avx512_bf16", "AVX512-BF16"),
+                ("amx_tile", "AMX"))
+
+
 def cpu_name(cpuinfo: str | Path = "/proc/cpuinfo") -> str:
-    """The CPU's model name (Linux's ``/proc/cpuinfo``, e.g. ``"AMD EPYC"``), else what
-    ``platform`` knows (``"arm"``, ``"x86_64"``): training records name the machine."""
+    """The CPU's model name (Linux's ``/proc/cpuinfo``) with the vector instruction sets it
+    has (:data:`CPU_FEATURES`, e.g. ``"AMD EPYC (AVX2, AVX-512, AVX512-BF16)"``), else what
+    ``platform`` knows (``"arm"``, ``"x86_64"``): records name the machine they ran on."""
+    name, flags = "", set[str]()
     try:
         for line in Path(cpuinfo).read_text(errors="replace").splitlines():
             key, _, value = line.partition(":")
-            if key.strip() == "model name" and value.strip():
-                return value.strip()
+            if key.strip() == "model name" and value.strip() and not name:
+                name = value.strip()
+            elif key.strip() == "flags" and not flags:
+                flags = set(value.split())
     except OSError:
         pass
-    return platform.processor() or platform.machine()
+    if not name:
+        return platform.processor() or platform.machine()
+    features = [label for flag, label in CPU_FEATURES if flag in flags]
+    return f"{name} ({', '.join(features)})" if features else name
 
 
 @contextmanager
