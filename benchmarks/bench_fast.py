@@ -30,6 +30,10 @@ average before and after named in every row (``cpu``, ``load_average``):
   (:class:`~transformer_book.nn.kv_cache.StaticDecoderCache`) against the default growing
   cache, the small preset with random weights in eval mode, 50 tokens (``min_len`` fixes the
   steps, as in ``bench_decode``), at batch 64 and batch 1. Goal 1.
+- ``decoding steps unchecked``: the cached decoding steps of that model with the modules'
+  own checks switched off (:func:`~transformer_book.util.validation.unchecked`, as
+  :func:`~transformer_book.inference.generate.generate`'s loop runs them) against the same
+  steps checked, at batch 64 and batch 1. Goal 1.
 """
 
 from __future__ import annotations
@@ -50,6 +54,7 @@ from transformer_book.nn.dropout import fast_dropout, use_fast_dropout
 from transformer_book.nn.transformer import Transformer
 from transformer_book.train.runtime import choose_precision
 from transformer_book.util.env import cpu_name
+from transformer_book.util.validation import unchecked
 
 FULL = dict(batch=64, length=16, repeats=7, decode_batches=(64, 1), decode_steps=50,
             decode_repeats=5, quick=False)
@@ -179,9 +184,30 @@ def _decode_rows(size: dict, clock: str) -> list[Timed]:
                  "reference": lambda: greedy_decode(model, src, **fixed)}
         return {**_pair(calls, size["decode_repeats"], clock), "same_tokens": same}
 
-    return [(f"greedy static cache vs growing cache, B={batch}, {steps_} tokens",
-             lambda batch=batch: timed(batch))  # type: ignore[misc]
-            for batch in size["decode_batches"]]
+    def unchecked_steps(batch: int) -> dict[str, Any]:
+        src = torch.randint(4, 8000, (batch, 20))
+        with torch.no_grad():
+            memory = model.encode(src)
+
+        def steps() -> None:  # the cached decoding steps generate's loop runs
+            cache, token = model.new_cache(), torch.full((batch, 1), 1)
+            with torch.no_grad():
+                for _ in range(steps_):
+                    model.decode(token, memory, src, cache=cache)
+
+        def unchecked_loop() -> None:
+            with unchecked():
+                steps()
+
+        return _pair({"ours": unchecked_loop, "reference": steps}, size["decode_repeats"],
+                     clock)
+
+    return [*[(f"greedy static cache vs growing cache, B={batch}, {steps_} tokens",
+               lambda batch=batch: timed(batch))  # type: ignore[misc]
+              for batch in size["decode_batches"]],
+            *[(f"decoding steps unchecked vs checked, B={batch}, {steps_} steps",
+               lambda batch=batch: unchecked_steps(batch))  # type: ignore[misc]
+              for batch in size["decode_batches"]]]
 
 
 def _print(rows: list[dict]) -> None:

@@ -570,16 +570,12 @@ def test_translate_sample_as_a_user_runs_it(saved, capsys):
     (["--sample", "--top-p", "1.5"], "--top-p: expected a finite number >= 0 and <= 1, "
                                      "received 1.5"),
     (["--sample", "--seed", "-2"], "--seed: expected an integer >= 0 and <= "),
-    (["--temperature", "0.5"], "--temperature: expected --strategy sample with it (a setting "
-                               "of sample), received 0.5"),
-    (["--top-p", "0.5"], "--top-p: expected --strategy sample with it"),
-    (["--seed", "1"], "--seed: expected --strategy sample with it"),
     (["--sample", "--beam", "4"], "--beam: expected a setting of strategy 'sample' "
                                   "(--temperature, --top-p, --seed), received 4"),
     (["--sample", "--alpha", "0.6"], "--alpha: expected a setting of strategy 'sample'"),
     (["--strategy", "sample", "--stop", "k_finished"], "--stop: expected a setting of "
                                                        "strategy 'sample'"),
-    (["--strategy", "nucleus"], "--strategy: expected one of 'beam', 'greedy', 'sample', "
+    (["--strategy", "nucleus"], "--strategy: expected one of ['beam', 'greedy', 'sample'], "
                                 "received 'nucleus'"),
     (["--strategy", "greedy", "--beam-size", "2"], "--beam: expected a setting of strategy "
                                                    "'greedy' (none)"),
@@ -590,6 +586,17 @@ def test_bad_sampling_options_are_refused_before_the_checkpoint_is_read(options,
     argv = ["translate", "Ein Hund.", "--checkpoint", str(tmp_path / "none"), *options]
     assert main(argv) == 2
     assert f"transformer-book translate: error: {message}" in _one_line(capsys)
+
+
+@pytest.mark.parametrize("options", [["--temperature", "0.5"], ["--top-p", "0.5"],
+                                     ["--seed", "1"]])
+def test_a_setting_the_configs_strategy_lacks_is_refused_once_it_is_read(options, saved,
+                                                                        capsys):
+    """Without --strategy the run config's [decode] strategy decodes (beam search here):
+    sampling's settings are refused, naming the option and beam search's own."""
+    assert main(["translate", "Ein Hund.", "--checkpoint", str(saved), *options]) == 2
+    assert (f"transformer-book translate: error: {options[0]}: expected a setting of "
+            "strategy 'beam' (--beam, --alpha, --stop)") in _one_line(capsys)
 
 
 PLAN = """\

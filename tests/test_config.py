@@ -43,7 +43,7 @@ def test_preset_values():
 
 
 def test_unknown_preset_lists_valid_ones():
-    valid = r"\['base', 'big', 'small', 'tiny'\]"
+    valid = r"\['tiny', 'small', 'base', 'big'\]"
     with pytest.raises(BookError, match=rf"name: expected one of {valid}"):
         TransformerConfig.preset("huge", 100)
 

@@ -108,7 +108,7 @@ def test_multi30k_through_the_registry(multi30k_dir) -> None:
 
 
 def test_a_dataset_added_by_one_registration_line_trains_a_tokenizer(tmp_path,
-                                                                     monkeypatch) -> None:
+                                                                     request) -> None:
     from transformer_book.train.corpus import prepare_data
 
     def counting(split, src, tgt, folder):
@@ -120,7 +120,8 @@ def test_a_dataset_added_by_one_registration_line_trains_a_tokenizer(tmp_path,
         return [(" ".join(words[src][d] for d in ds), " ".join(words[tgt][d] for d in ds))
                 for ds in digits]
 
-    monkeypatch.setitem(DATASETS, "counting", Dataset(load=counting, languages=("de", "en")))
+    DATASETS.register("counting", Dataset(load=counting, languages=("de", "en")))  # the line
+    request.addfinalizer(lambda: DATASETS.unregister("counting"))
 
     assert load_corpus("counting", "valid", "en", "de")[0] == ("three zero two zero",
                                                               "drei null zwei null")

@@ -136,27 +136,24 @@ def _read_sentences(sentences: list[str]) -> list[str]:
 
 def _check_decoding_arguments(args: argparse.Namespace) -> None:
     """The decoding options as given, before anything is loaded: ``--strategy`` names a
-    registered strategy, each setting given is one of its settings (without ``--strategy``,
-    one of beam search's, the default) and a value it accepts, and ``--max-tokens``,
-    ``--cache`` and ``--device`` (the beam's upper bound, the vocabulary size, is checked
-    once the model is loaded, and so are the settings against a run config whose
-    ``[decode]`` names another strategy)."""
+    registered strategy, each setting given is a value the strategies that have it accept
+    (and, with ``--strategy``, one of its settings), and ``--max-tokens``, ``--cache`` and
+    ``--device``. Once the model is loaded: the beam's upper bound (the vocabulary size),
+    and, without ``--strategy``, that each setting is one of the run config's strategy's."""
     from transformer_book.inference.generate import CACHES
-    from transformer_book.run.config import DECODING_STRATEGIES, DecodeSection, strategy_fields
-    from transformer_book.util.validation import require, require_one_of, require_positive_int
+    from transformer_book.run.config import DECODING_STRATEGIES, strategy_fields
+    from transformer_book.util.validation import require_one_of, require_positive_int
 
     given = _given_settings(args)
     if args.strategy is not None:
         DECODING_STRATEGIES.get(args.strategy, "--strategy")
         _make_strategy(args.strategy, given)
-    else:  # the settings of the default strategy (beam search), checked as such
-        fields = strategy_fields(DecodeSection.strategy)
-        for key, value in given.items():
-            owners = [name for name in DECODING_STRATEGIES.names()
-                      if key in strategy_fields(name)]
-            require(key in fields, _option(key), f"--strategy {' or '.join(owners)} with it "
-                    f"(a setting of {', '.join(owners)})", repr(value))
-        _make_strategy(DecodeSection.strategy, given)
+    else:  # the run config's strategy, known once it is read: each value checked by the
+        for name in DECODING_STRATEGIES.names():  # strategies that have its setting
+            fields = strategy_fields(name)
+            own = {key: value for key, value in given.items() if key in fields}
+            if own:
+                _make_strategy(name, own)
     require_positive_int(args.max_tokens, "--max-tokens")
     require_one_of(args.cache, "--cache", CACHES)
     _check_device(args.device)
@@ -354,7 +351,7 @@ def _check_evaluate_arguments(args: argparse.Namespace) -> None:
         require_positive_int(args.limit, "--limit")
     if args.average is not None:
         require_positive_int(args.average, "--average")
-    names = {own: generic for entry in DATASETS.values()
+    names = {own: generic for _, entry in DATASETS.items()
              for own, generic in entry.own_split_names().items()}
     require_one_of(args.split, "--split", sorted(names))
     if names[args.split] == "test":

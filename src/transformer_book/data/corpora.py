@@ -12,9 +12,10 @@ the one way to read one:
   fairseq's raw text).
 
 Every dataset has the same three splits, :data:`CORPUS_SPLITS`: ``"train"``, ``"valid"`` (every
-choice is made on it) and ``"test"``. A new dataset is one line::
+choice is made on it) and ``"test"``, each maybe under a name of its own (``split_names``).
+A new dataset is one line::
 
-    DATASETS["mine"] = Dataset(load=my_loader)  # my_loader(split, src, tgt, folder) -> pairs
+    DATASETS.register("mine", Dataset(load=my_loader))  # my_loader(split, src, tgt, folder)
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from transformer_book.data.multi30k import MULTI30K_LANGUAGES, load_multi30k
+from transformer_book.util.registry import Registry
 from transformer_book.util.validation import bad_input, require, require_one_of
 
 __all__ = [
@@ -133,19 +135,27 @@ def _load_multi30k(split: str, src: str, tgt: str, folder: Path | None) -> list[
     return load_multi30k(_MULTI30K_SPLITS[split], src, tgt, folder)
 
 
-#: Every dataset by name (the value of ``[data] dataset``).
-DATASETS: dict[str, Dataset] = {
-    "multi30k": Dataset(load=_load_multi30k, languages=MULTI30K_LANGUAGES, checksummed=True,
-                        split_names=_MULTI30K_SPLITS),
-    "parallel-text": Dataset(load=load_parallel_text, needs_dir=True),
-}
+def _check_entry(name: str, entry: Dataset) -> None:
+    require(isinstance(entry, Dataset), f"dataset {name!r}", "a Dataset",
+            type(entry).__name__)
+
+
+#: Every dataset by name (the value of ``[data] dataset``), open to outside packages
+#: (entry-point group ``transformer_book.datasets``, or a ``--plugin`` module calling
+#: ``DATASETS.register``): its split names reach ``evaluate --split`` and the records.
+DATASETS: Registry[Dataset] = Registry(
+    "dataset", "transformer_book.datasets",
+    {"multi30k": Dataset(load=_load_multi30k, languages=MULTI30K_LANGUAGES, checksummed=True,
+                         split_names=_MULTI30K_SPLITS),
+     "parallel-text": Dataset(load=load_parallel_text, needs_dir=True)},
+    check=_check_entry)
 
 
 def corpus_split(dataset: str, split: str) -> str:
     """The generic name (one of :data:`CORPUS_SPLITS`) of ``split``, a split's own name in
     ``dataset`` (Multi30k's ``val`` is ``"valid"``); a name it does not have is refused,
     listing the ones it has."""
-    names = DATASETS[require_one_of(dataset, "dataset", DATASETS)].own_split_names()
+    names = DATASETS.get(dataset, "dataset").own_split_names()
     return names[require_one_of(split, "split", names)]
 
 
@@ -160,7 +170,7 @@ def check_dataset(dataset: str, src: str, tgt: str, data_dir: str | os.PathLike[
     to the loader: a trained model's config is checked too, where its data may be gone.
     """
     prefix = f"{where} " if where else ""
-    entry = DATASETS[require_one_of(dataset, f"{prefix}dataset", DATASETS)]
+    entry = DATASETS.get(dataset, f"{prefix}dataset")
     for name, language in (("src", src), ("tgt", tgt)):
         if entry.languages is not None:
             require_one_of(language, f"{prefix}{name}", entry.languages)

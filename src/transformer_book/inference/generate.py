@@ -57,6 +57,7 @@ from transformer_book.util.validation import (
     require_int,
     require_number,
     require_one_of,
+    unchecked,
 )
 
 __all__ = ["CACHES", "BeamCandidate", "BeamTrace", "Limits", "StepRule", "generate"]
@@ -226,7 +227,7 @@ def generate(model: Transformer, src_ids: torch.Tensor, strategy: StepRule,
             type(trace).__name__)
     config = model.config
     strategy.check(config)
-    eos, vocab, k = config.eos_id, config.vocab_size, strategy.width
+    k = strategy.width
     lengths = output_length_limits(src_ids, config.pad_id, limits.max_len_a, limits.max_len_b,
                                    config.max_len)
     longest = int(lengths.max())
@@ -254,21 +255,33 @@ def generate(model: Transformer, src_ids: torch.Tensor, strategy: StepRule,
             parent=torch.zeros(b, dtype=torch.long, device=device))
         state = strategy.begin(device)
         fed = torch.full((b, 1), config.bos_id, dtype=torch.long, device=device)
-        for t in range(longest + 1):
-            rows_now, width = search.scores.shape
-            logp = stepper.step(fed).view(rows_now, width, vocab)  # (B·W, V) -> (B, W, V)
-            forced = (_restrict(logp, t, search.limits, limits.min_len, eos) if strategy.ranked
-                      else _forbid_eos(logp, t, limits.min_len, eos))
-            cand, ranked, origin = strategy.step(t, logp, search.scores, state)  # (B, C) each
-            token, parent, keep, done = _advance(search, strategy, cand, ranked, origin, t,
-                                                 forced, eos)
-            if trace is not None:
-                _record(trace, search, strategy, cand, ranked, origin, keep, t, eos)
-            tokens[t, search.live] = token
-            parents[t, search.live] = parent
-            if bool(done.all()):
-                break
-            fed = _follow(search, stepper, fed, token, parent, done, width)
+        with unchecked():  # the inputs were checked above; the loop's own are right by design
+            answers = _loop(model, stepper, strategy, limits, search, state, fed, tokens,
+                            parents, trace, longest)
+    return answers
+
+
+def _loop(model: Transformer, stepper: Stepper, strategy: StepRule, limits: Limits,
+          search: _Search, state: Any, fed: torch.Tensor, tokens: torch.Tensor,
+          parents: torch.Tensor, trace: BeamTrace | None, longest: int) -> list[list[int]]:
+    """:func:`generate`'s steps, until every sentence is done; the answers."""
+    config = model.config
+    eos, vocab = config.eos_id, config.vocab_size
+    for t in range(longest + 1):
+        rows_now, width = search.scores.shape
+        logp = stepper.step(fed).view(rows_now, width, vocab)  # (B·W, V) -> (B, W, V)
+        forced = (_restrict(logp, t, search.limits, limits.min_len, eos) if strategy.ranked
+                  else _forbid_eos(logp, t, limits.min_len, eos))
+        cand, ranked, origin = strategy.step(t, logp, search.scores, state)  # (B, C) each
+        token, parent, keep, done = _advance(search, strategy, cand, ranked, origin, t,
+                                             forced, eos)
+        if trace is not None:
+            _record(trace, search, strategy, cand, ranked, origin, keep, t, eos)
+        tokens[t, search.live] = token
+        parents[t, search.live] = parent
+        if bool(done.all()):
+            break
+        fed = _follow(search, stepper, fed, token, parent, done, width)
     return _answers(search, tokens, parents, config)
 
 

@@ -36,6 +36,7 @@ from transformer_book.nn.masks import (
 )
 from transformer_book.util.validation import (
     bad_input,
+    checking,
     is_integer,
     require,
     require_bool,
@@ -266,7 +267,7 @@ def fast_attention(
        zeroing is skipped when every query sees a key; on a GPU or while compiling, masks
        are never read on the host and the zeroing always runs.
     """
-    if not torch.compiler.is_compiling():
+    if checking():
         require_bool(is_causal, "is_causal")
         require_probability(dropout_p, "dropout_p")
     on_cpu = q.device.type == "cpu"
@@ -386,7 +387,7 @@ class MultiHeadAttention(nn.Module):
 
     def project_query(self, query: torch.Tensor) -> torch.Tensor:
         """``query (B, L_q, d_model)`` -> head-split ``Q W^Q``, ``(B, h, L_q, d_k)``."""
-        if not torch.compiler.is_compiling():
+        if checking():
             self._check_input(query, "query")
         return self._split_heads(self._project(query, 0, 1), 1)[0]
 
@@ -395,7 +396,7 @@ class MultiHeadAttention(nn.Module):
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """``key, value (B, L_k, d_model)`` -> head-split ``K W^K, V W^V``, two
         ``(B, h, L_k, d_k)`` (one packed projection when ``value is key``)."""
-        if not torch.compiler.is_compiling():
+        if checking():
             self._check_input(key, "key")
             self._check_input(value, "value", (key.shape[0], key.shape[1]))
         if value is key:
@@ -415,7 +416,7 @@ class MultiHeadAttention(nn.Module):
         b, _, l_q, _ = q.shape
         if mask is not None and mask.ndim == 3:
             mask = mask.unsqueeze(1)  # (B, L_q, L_k) -> (B, 1, L_q, L_k)
-        if not torch.compiler.is_compiling():
+        if checking():
             require_bool(is_causal, "is_causal")
             require_bool(need_weights, "need_weights")
             self._check_heads(q, k, v, mask)
@@ -456,7 +457,7 @@ class MultiHeadAttention(nn.Module):
         if not (key is query and value is query):
             return self.attend(self.project_query(query), *self.project_kv(key, value),
                                mask, is_causal, need_weights)
-        if not torch.compiler.is_compiling():
+        if checking():
             self._check_input(query, "query")
         q, k, v = self._split_heads(self.in_proj(query), 3)  # self-attention: packed Q, K, V
         return self.attend(q, k, v, mask, is_causal, need_weights)

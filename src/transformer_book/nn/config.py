@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from transformer_book.nn.positional import require_positional_kind
+from transformer_book.util.registry import Registry
 from transformer_book.util.validation import (
     is_real,
     require,
@@ -27,8 +28,9 @@ from transformer_book.util.validation import (
 # model of this course was before the paper's layout became the default.
 LEGACY_LAYOUT: dict[str, Any] = {"final_norm": True, "generator_bias": True}
 
-# Table 3: "base" and "big" rows; "tiny" and "small" are this course's CPU sizes.
-PRESETS: dict[str, dict[str, Any]] = {
+# Table 3: "base" and "big" rows; "tiny" and "small" are this course's CPU sizes. A registry
+# open to outside packages (entry-point group transformer_book.presets, or --plugin).
+PRESETS: Registry[dict[str, Any]] = Registry("preset", "transformer_book.presets", {
     # Toy tasks and unit tests: trains in seconds on a CPU.
     "tiny": dict(d_model=64, num_heads=4, num_encoder_layers=2, num_decoder_layers=2,
                  d_ff=128, dropout=0.1),
@@ -41,7 +43,7 @@ PRESETS: dict[str, dict[str, Any]] = {
     # Table 3, "big": N=6, d_model=1024, d_ff=4096, h=16, P_drop=0.3.
     "big": dict(d_model=1024, num_heads=16, num_encoder_layers=6, num_decoder_layers=6,
                 d_ff=4096, dropout=0.3),
-}
+})
 
 
 @dataclass(frozen=True)
@@ -149,9 +151,9 @@ class TransformerConfig:
         "base" and "big" are the rows of Table 3; "tiny" (toy tasks, tests) and "small"
         (Multi30k on a CPU) are this course's.
         """
-        require(name in PRESETS, "name", f"one of {sorted(PRESETS)}", repr(name))
+        sizes = PRESETS.get(name, "name")
         _check_keys(overrides, "overrides")
-        return cls(vocab_size=vocab_size, **{**PRESETS[name], **overrides})
+        return cls(vocab_size=vocab_size, **{**sizes, **overrides})
 
     def to_dict(self) -> dict[str, Any]:
         """The fields as a plain JSON/TOML-friendly dict."""

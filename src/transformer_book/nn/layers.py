@@ -32,7 +32,7 @@ from transformer_book.nn.attention import MultiHeadAttention
 from transformer_book.nn.config import TransformerConfig
 from transformer_book.nn.kv_cache import KV, DecoderCache
 from transformer_book.nn.masks import shifted_causal_mask
-from transformer_book.util.validation import require, require_positive_int
+from transformer_book.util.validation import checking, require, require_positive_int
 
 __all__ = ["Decoder", "DecoderLayer", "Encoder", "EncoderLayer", "FeedForward"]
 
@@ -253,7 +253,7 @@ class Decoder(nn.Module):
         cache: DecoderCache | None = None,
         need_weights: bool = False,
     ) -> tuple[torch.Tensor, list[torch.Tensor], list[torch.Tensor]]:
-        if not torch.compiler.is_compiling():
+        if checking():
             _check_decoder_input(x, memory, cache)
         self_weights, cross_weights = [], []
         for i, layer in enumerate(self.layers):

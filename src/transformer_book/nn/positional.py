@@ -24,6 +24,7 @@ import torch
 from torch import nn
 
 from transformer_book.util.validation import (
+    checking,
     is_integer,
     is_real,
     require,
@@ -123,7 +124,7 @@ class _FixedTable(nn.Module):
     dropout: nn.Dropout
 
     def forward(self, x: torch.Tensor, offset: int = 0) -> torch.Tensor:
-        if not torch.compiler.is_compiling():  # metadata only, and not while tracing
+        if checking():  # metadata only, and not while tracing
             _check_positions(x, self.d_model, self.max_len, offset)
         pe = self.pe[offset : offset + x.shape[1]].to(x.dtype)  # (L, d_model)
         return self.dropout(x + pe)  # (B, L, d_model) + (L, d_model) broadcasts over B
@@ -167,7 +168,7 @@ class LearnedPositionalEmbedding(nn.Module):
         self.dropout = nn.Dropout(dropout)
 
     def forward(self, x: torch.Tensor, offset: int = 0) -> torch.Tensor:
-        if not torch.compiler.is_compiling():  # metadata only, and not while tracing
+        if checking():  # metadata only, and not while tracing
             _check_positions(x, self.d_model, self.max_len, offset)
         pe = self.embedding.weight[offset : offset + x.shape[1]]  # (L, d_model)
         return self.dropout(x + pe)  # (B, L, d_model) + (L, d_model) broadcasts over B
@@ -228,7 +229,7 @@ class NoPositions(nn.Module):
         self.dropout = nn.Dropout(require_probability(dropout, "dropout"))
 
     def forward(self, x: torch.Tensor, offset: int = 0) -> torch.Tensor:
-        if not torch.compiler.is_compiling():  # metadata only, and not while tracing
+        if checking():  # metadata only, and not while tracing
             _check_positions(x, self.d_model, self.max_len, offset)
         return self.dropout(x)
 

@@ -29,7 +29,7 @@ from transformer_book.nn.kv_cache import DecoderCache
 from transformer_book.nn.layers import Decoder, DecoderLayer, Encoder
 from transformer_book.nn.masks import readable_without_sync
 from transformer_book.nn.positional import positional_encoding
-from transformer_book.util.validation import bad_input, require, require_tensor
+from transformer_book.util.validation import bad_input, checking, require, require_tensor
 
 __all__ = [
     "Transformer",
@@ -161,7 +161,7 @@ class Transformer(nn.Module):
         With ``need_weights`` the teaching path runs and the result is ``(memory,
         weights)``, ``weights`` a list of one ``(B, h, S, S)`` tensor per layer.
         """
-        if not torch.compiler.is_compiling():
+        if checking():
             self._check_ids_of_call(src_ids, "src_ids")
         x = self.src_pos(self.src_embed(src_ids) * self.embed_scale)  # (B, S, d_model)
         memory, weights = self.encoder(x, self.source_mask(src_ids), need_weights)
@@ -199,7 +199,7 @@ class Transformer(nn.Module):
         cache.length + T)`` and cross-attention weights ``(N, h, T, S)`` (for alignment plots).
         """
         offset = 0 if cache is None else cache.length
-        if not torch.compiler.is_compiling():
+        if checking():
             self._check_decode(tgt_ids, memory, src_ids, offset)
         y = self.tgt_pos(self.tgt_embed(tgt_ids) * self.embed_scale, offset)  # (B, T, d_model)
         y, self_w, cross_w = self.decoder(y, memory, self.source_mask(src_ids), cache,
@@ -232,7 +232,7 @@ class Transformer(nn.Module):
         """:meth:`forward` without the generator: the decoder's last states ``(B, T, d_model)``
         (the training loss's fast path projects them itself,
         :mod:`~transformer_book.train.fused_loss`)."""
-        if not torch.compiler.is_compiling():
+        if checking():
             self._check_ids_of_call(src_ids, "src_ids")
             self._check_ids_of_call(tgt_ids, "tgt_ids")
             require(tgt_ids.shape[0] == src_ids.shape[0], "tgt_ids",

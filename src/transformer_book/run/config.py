@@ -279,7 +279,7 @@ FLOAT32_MAX = 3.4028234663852886e38
 def _check_model(model: ModelSection, data: DataSection, source: str) -> TransformerConfig:
     """``[model]``: the preset, the overrides, and the model they build (for ``data``)."""
     where = f"{source} [model]"
-    require_one_of(model.preset, f"{where} preset", PRESETS)
+    PRESETS.get(model.preset, f"{where} preset")
     require(isinstance(model.overrides, dict), f"{where} overrides", "a table",
             repr(model.overrides))
     require("vocab_size" not in model.overrides, f"{where} vocab_size",

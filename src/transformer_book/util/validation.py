@@ -14,7 +14,8 @@ is free (a CPU tensor, outside ``torch.compile``).
 from __future__ import annotations
 
 import math
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 import torch
@@ -22,6 +23,7 @@ import torch
 __all__ = [
     "BookError",
     "bad_input",
+    "checking",
     "is_integer",
     "is_real",
     "require",
@@ -34,6 +36,7 @@ __all__ = [
     "require_positive_number",
     "require_probability",
     "require_tensor",
+    "unchecked",
 ]
 
 
@@ -164,3 +167,27 @@ def require_finite_tensor(value: torch.Tensor, argument: str) -> torch.Tensor:
     if value.is_floating_point() and not bool(torch.isfinite(value.detach()).all()):
         raise bad_input(argument, "finite values", "NaN or infinity")
     return value
+
+
+# The one switch of the checks inside modules (the shapes, dtypes and devices each layer
+# checks on every call): on, unless a caller that has checked its inputs at the boundary
+# turns them off for a loop over the model (unchecked()).
+_CHECKING = [True]
+
+
+def checking() -> bool:
+    """Whether the checks inside modules run: not inside :func:`unchecked`, and not while
+    ``torch.compile`` traces (a check would break the graph)."""
+    return _CHECKING[-1] and not torch.compiler.is_compiling()
+
+
+@contextmanager
+def unchecked() -> Iterator[None]:
+    """Inside the block, modules skip their own checks (:func:`checking` is false): for a
+    caller that checked what it hands them once, at its entry (decoding's loop,
+    :func:`~transformer_book.inference.generate.generate`). One switch for the process."""
+    _CHECKING.append(False)
+    try:
+        yield
+    finally:
+        _CHECKING.pop()
