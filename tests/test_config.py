@@ -43,7 +43,7 @@ def test_preset_values():
 
 
 def test_unknown_preset_lists_valid_ones():
-    valid = r"\['tiny', 'small', 'base', 'big'\]"
+    valid = r"\['base', 'big', 'small', 'tiny'\]"
     with pytest.raises(BookError, match=rf"name: expected one of {valid}"):
         TransformerConfig.preset("huge", 100)
 
@@ -60,8 +60,8 @@ def test_unknown_preset_lists_valid_ones():
         ({"num_encoder_layers": -1}, r"num_encoder_layers: expected an integer >= 1"),
         ({"vocab_size": 0}, r"vocab_size: expected an integer >= 1, received 0"),
         ({"max_len": 2.5}, r"max_len: expected an integer >= 1, received 2.5"),
-        ({"positional": "rotary"}, r"positional: expected one of \['fourier', 'learned', "
-                                   r"'none', 'sinusoidal'\], received 'rotary'"),
+        ({"positional": "alibi"}, r"positional: expected one of \['fourier', 'learned', "
+                                  r"'none', 'rotary', 'sinusoidal'\], received 'alibi'"),
         ({"label_smoothing": 1.5}, r"label_smoothing: expected"),
         ({"layer_norm_eps": 0.0}, r"layer_norm_eps: expected a positive number, received 0.0"),
         ({"eos_id": 50}, r"eos_id: expected an id < vocab_size=50, received 50"),

@@ -55,18 +55,18 @@ def test_the_factory_builds_every_registered_kind(kind, cls) -> None:
 
 
 def test_the_transformer_and_the_toys_accept_exactly_the_registered_kinds() -> None:
-    assert set(POSITIONAL_ENCODINGS) == {"sinusoidal", "learned", "fourier", "none"}
-    listed = r"\['fourier', 'learned', 'none', 'sinusoidal'\], received 'rotary'"
+    assert set(POSITIONAL_ENCODINGS) == {"sinusoidal", "learned", "fourier", "none", "rotary"}
+    listed = r"\['fourier', 'learned', 'none', 'rotary', 'sinusoidal'\], received 'alibi'"
     for build, argument in [
-        (lambda: TransformerConfig(vocab_size=16, positional="rotary"), "positional"),
-        (lambda: AlignerConfig(positions="rotary"), "positions"),
-        (lambda: ProbeConfig(positions="rotary"), "positions"),
-        (lambda: positional_encoding("rotary", 8, 4), "kind"),
+        (lambda: TransformerConfig(vocab_size=16, positional="alibi"), "positional"),
+        (lambda: AlignerConfig(positions="alibi"), "positions"),
+        (lambda: ProbeConfig(positions="alibi"), "positions"),
+        (lambda: positional_encoding("alibi", 8, 4), "kind"),
     ]:
         with pytest.raises(BookError, match=f"^{argument}: expected one of {listed}$"):
             build()
     with pytest.raises(BookError, match=r"\[model\] positional: expected one of \['fourier'"):
-        RunConfig.from_dict({"model": {"preset": "tiny", "positional": "rotary"}})
+        RunConfig.from_dict({"model": {"preset": "tiny", "positional": "alibi"}})
 
 
 def test_a_transformer_with_fourier_positions_orders_its_input() -> None:
@@ -122,8 +122,9 @@ def test_fourier_tables_are_seeded_and_leave_the_global_random_state_alone() -> 
 
 
 def test_a_kind_registered_by_one_line_builds_a_transformer_and_a_toy_aligner(
-        monkeypatch) -> None:
-    monkeypatch.setitem(POSITIONAL_ENCODINGS, "scaled-sinusoidal", ScaledSinusoids)
+        request) -> None:
+    POSITIONAL_ENCODINGS.register("scaled-sinusoidal", ScaledSinusoids)  # the one line
+    request.addfinalizer(lambda: POSITIONAL_ENCODINGS.unregister("scaled-sinusoidal"))
 
     config = TransformerConfig.preset("tiny", vocab_size=20, positional="scaled-sinusoidal",
                                       max_len=16, dropout=0.0)

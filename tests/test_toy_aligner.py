@@ -135,7 +135,7 @@ def test_short_training_learns_something():
     [
         ({"d_model": 30, "num_heads": 4}, "num_heads: expected a divisor of d_model=30"),
         ({"cross_heads": 3}, "cross_heads: expected a divisor of d_model=32"),
-        ({"positions": "rotary"}, "positions: expected one of"),
+        ({"positions": "alibi"}, "positions: expected one of"),
         ({"vocab_size": 4}, "vocab_size: expected an integer >= 5"),
     ],
 )

@@ -86,7 +86,7 @@ def test_training_learns_the_shift_and_accuracy_is_per_length():
         (lambda: make_shift_task(5, 5, 4), "max_len: expected an integer >= 5"),
         (lambda: make_shift_task(5, 3, 4, vocab_size=5), "vocab_size: expected an integer >= 6"),
         (lambda: ProbeConfig(d_model=30, num_heads=4), "num_heads: expected a divisor"),
-        (lambda: ProbeConfig(positions="rotary"), "positions: expected one of"),
+        (lambda: ProbeConfig(positions="alibi"), "positions: expected one of"),
         (lambda: PositionProbe({"d_model": 8}), "config: expected a ProbeConfig"),
         (lambda: small_probe()(torch.ones(1, 3)), "ids: expected an integer tensor"),
         (lambda: train_probe(small_probe(), [], steps=1), "examples: expected a non-empty list"),

@@ -22,6 +22,7 @@ Masks are boolean and **True means "may attend"** throughout the package.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
@@ -322,6 +323,11 @@ class MultiHeadAttention(nn.Module):
     tensors; a :class:`~transformer_book.nn.kv_cache.DecoderCache` keeps ``project_kv``'s
     results between steps (cross-attention's once per sentence, self-attention's growing
     by one token per step), so a step is ``attend(project_query(y_t), k, v)``.
+
+    ``rotate`` (``None`` by default) is a position scheme acting on queries and keys, ``(heads
+    (B, h, L, d_k), offset) -> heads``: self-attention's ``forward`` rotates both at positions
+    ``0 ..``; a cached decoder rotates the new ones at theirs
+    (:class:`~transformer_book.nn.rotary.RotaryPositions`).
     """
 
     def __init__(self, d_model: int, num_heads: int, dropout: float = 0.0, bias: bool = True):
@@ -335,6 +341,8 @@ class MultiHeadAttention(nn.Module):
         self.d_model, self.num_heads, self.d_k = d_model, num_heads, d_model // num_heads
         self.in_proj = nn.Linear(d_model, 3 * d_model, bias=bias)
         self.out_proj = nn.Linear(d_model, d_model, bias=bias)
+        # A position scheme acting on queries and keys (rotary): (heads, offset) -> heads.
+        self.rotate: Callable[[torch.Tensor, int], torch.Tensor] | None = None
         nn.init.xavier_uniform_(self.in_proj.weight)
         if bias:
             nn.init.zeros_(self.in_proj.bias)
@@ -460,4 +468,6 @@ class MultiHeadAttention(nn.Module):
         if checking():
             self._check_input(query, "query")
         q, k, v = self._split_heads(self.in_proj(query), 3)  # self-attention: packed Q, K, V
+        if self.rotate is not None:  # positions 0 .. L - 1 as rotations (rotary)
+            q, k = self.rotate(q, 0), self.rotate(k, 0)
         return self.attend(q, k, v, mask, is_causal, need_weights)

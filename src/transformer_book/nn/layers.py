@@ -142,8 +142,12 @@ class DecoderLayer(_Residual):
         attn = self.self_attn
         if cache is None:
             return attn(h, h, h, is_causal=True, need_weights=need_weights)
-        k, v = cache.extend(index, *attn.project_kv(h, h))  # (N, h, t + T_new, d_k)
+        k_new, v_new = attn.project_kv(h, h)  # (N, h, T_new, d_k)
         q = attn.project_query(h)  # (N, h, T_new, d_k)
+        if attn.rotate is not None:  # the new positions, rotated before they are cached
+            offset = cache.self_kv[index].length if index < len(cache.self_kv) else 0
+            q, k_new = attn.rotate(q, offset), attn.rotate(k_new, offset)
+        k, v = cache.extend(index, k_new, v_new)  # (N, h, t + T_new, d_k)
         t_new, t_all = h.shape[1], k.shape[2]
         if t_new == 1:  # one new token sees the whole past: no mask at all
             return attn.attend(q, k, v, need_weights=need_weights)

@@ -12,7 +12,7 @@ max_len, dropout) -> module``), and :func:`positional_encoding` builds one by na
 Transformer (``TransformerConfig.positional``) and the toy models of Part II both build their
 positions through it. A new kind is one line::
 
-    POSITIONAL_ENCODINGS["mine"] = MyPositionalEncoding  # (d_model, max_len, dropout)
+    POSITIONAL_ENCODINGS.register("mine", MyPositionalEncoding)  # (d_model, max_len, dropout)
 """
 
 from __future__ import annotations
@@ -23,13 +23,13 @@ from collections.abc import Callable
 import torch
 from torch import nn
 
+from transformer_book.util.registry import Registry
 from transformer_book.util.validation import (
     checking,
     is_integer,
     is_real,
     require,
     require_int,
-    require_one_of,
     require_positive_int,
     require_positive_number,
     require_probability,
@@ -237,19 +237,25 @@ class NoPositions(nn.Module):
 #: Every positional encoding by name: a builder ``(d_model, max_len, dropout) -> module``
 #: whose ``forward(x (B, L, d_model), offset=0)`` returns ``(B, L, d_model)``. The one list
 #: of kinds: ``TransformerConfig.positional`` and the toy models accept exactly these keys.
-POSITIONAL_ENCODINGS: dict[str, Callable[[int, int, float], nn.Module]] = {
-    "sinusoidal": SinusoidalPositionalEncoding,  # Section 3.5
-    "learned": LearnedPositionalEmbedding,  # Table 3, row (E)
-    "fourier": FourierPositionalEncoding,  # random Fourier features (Tancik et al., 2020)
-    "none": NoPositions,  # a bag of tokens (chapter 08)
-}
+#: Open to outside packages (entry-point group ``transformer_book.positional_encodings``, or a
+#: ``--plugin`` module calling ``POSITIONAL_ENCODINGS.register``).
+POSITIONAL_ENCODINGS: Registry[Callable[[int, int, float], nn.Module]] = Registry(
+    "positional encoding", "transformer_book.positional_encodings", {
+        "sinusoidal": SinusoidalPositionalEncoding,  # Section 3.5
+        "learned": LearnedPositionalEmbedding,  # Table 3, row (E)
+        "fourier": FourierPositionalEncoding,  # random Fourier features (Tancik et al., 2020)
+        "none": NoPositions,  # a bag of tokens (chapter 08)
+        "rotary": "transformer_book.nn.rotary:RotaryPositions",  # Su et al. (2021)
+    })
 
 
 def require_positional_kind(kind: object, argument: str = "kind") -> str:
     """Return ``kind`` if it names a registered positional encoding, else raise a
     ``BookError`` naming ``argument`` and listing the kinds of :data:`POSITIONAL_ENCODINGS`."""
-    require_one_of(kind, argument, POSITIONAL_ENCODINGS)
-    assert isinstance(kind, str), f"registry keys are strings, got {kind!r}"
+    require(isinstance(kind, str), argument,
+            f"one of {sorted(POSITIONAL_ENCODINGS.names())}", repr(kind))
+    assert isinstance(kind, str), "checked just above"
+    POSITIONAL_ENCODINGS.get(kind, argument)
     return kind
 
 
@@ -262,7 +268,7 @@ def positional_encoding(kind: str, d_model: int, max_len: int,
     The module maps ``x (B, L, d_model)`` (``offset + L <= max_len``) to ``(B, L, d_model)``.
     An unknown ``kind`` raises a ``BookError`` listing the registered kinds.
     """
-    return POSITIONAL_ENCODINGS[require_positional_kind(kind)](d_model, max_len, dropout)
+    return POSITIONAL_ENCODINGS.get(require_positional_kind(kind))(d_model, max_len, dropout)
 
 
 def _check_positions(x: torch.Tensor, d_model: int, max_len: int, offset: int) -> None:

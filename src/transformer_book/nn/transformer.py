@@ -94,6 +94,20 @@ class Transformer(nn.Module):
         self.src_pos = _positional(config)
         self.tgt_pos = _positional(config)
         self.embed_scale = math.sqrt(d)
+        self._attach_positions()
+
+    def _attach_positions(self) -> None:
+        """A position scheme that acts on queries and keys (a ``rotate`` method: rotary) is
+        handed to every self-attention of its stack (cross-attention is left alone)."""
+        for positions, stack in ((self.src_pos, self.encoder), (self.tgt_pos, self.decoder)):
+            rotate = getattr(positions, "rotate", None)
+            if rotate is None:
+                continue
+            require(self.config.d_k % 2 == 0, "config", f"heads of an even width for "
+                    f"positional={self.config.positional!r} (feature pairs)",
+                    f"d_k = {self.config.d_k}")
+            for layer in stack.layers:
+                layer.self_attn.rotate = rotate  # type: ignore[union-attr]
 
     # ------------------------------------------------------------------ checks and masks
 

@@ -88,7 +88,7 @@ class Registry(Generic[T]):
         """The entry ``name``, loaded; an unknown name is a ``BookError`` naming
         ``argument`` (default: the registry's kind) and the names there are."""
         if name not in self.names():
-            raise bad_input(argument or self.kind, f"one of {list(self.names())}", repr(name))
+            raise bad_input(argument or self.kind, f"one of {sorted(self.names())}", repr(name))
         entry = self._entries[name]
         if isinstance(entry, str):
             entry = self._resolve(name, entry)
